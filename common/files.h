@@ -1,0 +1,24 @@
+// File helpers with the project's durability rules: whole-file writes go to a temporary name and are
+// renamed into place (a reader never sees half a file); appended records are fsync'ed one by one.
+#pragma once
+
+#include <string>
+
+namespace kz {
+
+// Reads a whole file; throws std::runtime_error("cannot read PATH: REASON").
+std::string read_file(const std::string& path);
+// Writes `data` to `path` atomically (temporary file in the same directory, fsync, rename).
+void write_file_atomic(const std::string& path, const std::string& data);
+// Appends one record (which must end in '\n') with a single write(2) and fsyncs it.
+void append_durable(const std::string& path, const std::string& record);
+// If the file ends in a partial line (a crash during a write), cuts it back to the last '\n'.
+void truncate_partial_line(const std::string& path);
+// True when `s` is well-formed UTF-8.
+bool valid_utf8(const std::string& s);
+// $KZ_CACHE_DIR, else $XDG_CACHE_HOME/kernelzero, else ~/.cache/kernelzero.
+std::string default_cache_dir();
+// Creates a fresh private directory under `parent` (mkdtemp).
+std::string make_temp_dir(const std::string& parent, const std::string& prefix);
+
+}  // namespace kz

@@ -1,0 +1,1 @@
+"""KernelZero's Python side: the verifier worker and the fast CUDA launcher (kernelzero.cuda)."""

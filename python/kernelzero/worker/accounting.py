@@ -1,0 +1,154 @@
+"""Dynamic anti-hack instruments used around the candidate's forward:
+
+- LaunchRecorder: counts the candidate's own kernel launches (Triton and kernelzero.cuda) and can
+  switch them off (kernel ablation: outputs of a real kernel must change when it does not run).
+- LibraryOpCensus: a TorchDispatchMode that records every torch operator forward runs outside the
+  candidate's own launches; the strict policy rejects compute operators.
+- gpu_kernel_share: torch.profiler (CUPTI) time of the candidate's own kernels over all GPU time.
+- poison_free_memory: fills free allocator blocks with NaN bytes so an unwritten output is visible.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Operators that allocate, reshape, move or fill memory: what a kernel's host code legitimately does.
+LAYOUT_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_", "zero_", "view",
+    "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "contiguous", "clone", "copy_", "_to_copy", "to", "detach", "alias", "select",
+    "slice", "split", "split_with_sizes", "chunk", "narrow", "unbind", "lift_fresh", "resize_", "cat",
+    "stack", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size",
+    "stride", "numel", "dim", "is_same_size", "arange", "view_as", "expand_as", "reshape_as", "movedim",
+    "swapaxes", "diagonal", "unfold", "pad", "constant_pad_nd", "item", "set_", "record_stream",
+    "_reshape_alias", "unsafe_split", "unsafe_chunk",
+}
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", str(func))
+    return name.split(".")[0]
+
+
+class LaunchRecorder:
+    """Patches Triton's launch entry points and hooks kernelzero.cuda; one instance per process."""
+
+    def __init__(self):
+        self.launches = []         # kernel names, in order
+        self.enabled = True
+        self.inside = 0            # >0 while a custom launch runs (census ignores its internals)
+        self.custom_seconds = 0.0
+        self._install()
+
+    def _record(self, name):
+        self.launches.append(name)
+
+    def _install(self):
+        rec = self
+        try:
+            from kernelzero import cuda as kzc
+
+            def hook(name):
+                rec._record(name)
+            kzc.set_launch_hook(hook)
+            self._kzc = kzc
+        except Exception:
+            self._kzc = None
+        try:
+            import triton.runtime.jit as tjit
+            classes = [tjit.JITFunction]
+            try:
+                from triton.runtime.interpreter import InterpretedFunction
+                classes.append(InterpretedFunction)
+            except ImportError:
+                pass
+            for cls in classes:
+                orig = cls.run
+
+                def run(self_fn, *args, _orig=orig, **kwargs):
+                    if kwargs.get("warmup"):
+                        return _orig(self_fn, *args, **kwargs)
+                    fn = getattr(self_fn, "fn", None)
+                    rec._record(getattr(fn, "__name__", None) or getattr(self_fn, "__name__", "triton_kernel"))
+                    if not rec.enabled:
+                        return None
+                    rec.inside += 1
+                    t0 = time.perf_counter()
+                    try:
+                        return _orig(self_fn, *args, **kwargs)
+                    finally:
+                        rec.custom_seconds += time.perf_counter() - t0
+                        rec.inside -= 1
+                cls.run = run
+        except ImportError:
+            pass
+
+    def set_enabled(self, flag: bool):
+        self.enabled = flag
+        if self._kzc is not None:
+            self._kzc.launches_enabled(flag)
+
+    def reset(self):
+        self.launches = []
+        self.custom_seconds = 0.0
+
+
+class LibraryOpCensus(TorchDispatchMode):
+    def __init__(self, recorder: LaunchRecorder):
+        super().__init__()
+        self.recorder = recorder
+        self.compute_ops = {}
+        self.all_ops = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.recorder.inside == 0:
+            name = _op_name(func)
+            self.all_ops[name] = self.all_ops.get(name, 0) + 1
+            if name not in LAYOUT_OPS:
+                self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def gpu_kernel_share(fn, inputs, kernel_names, device):
+    """Runs fn once under the CUDA profiler; returns (fraction of GPU time in the candidate's own kernels,
+    {kernel name: microseconds})."""
+    from torch.profiler import ProfilerActivity, profile
+    pats = [re.compile(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])") for n in kernel_names]
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+        fn(*inputs)
+        torch.cuda.synchronize(device)
+    total = 0.0
+    custom = 0.0
+    per_kernel = {}
+    for e in prof.events():
+        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
+            continue
+        t = getattr(e, "device_time", None)
+        if t is None:
+            t = getattr(e, "cuda_time", 0.0)
+        t = float(t or 0.0)
+        total += t
+        per_kernel[e.name[:120]] = per_kernel.get(e.name[:120], 0.0) + t
+        if any(p.search(e.name) for p in pats):
+            custom += t
+    return (custom / total if total > 0 else None), per_kernel
+
+
+def poison_free_memory(device, sizes_bytes=()):
+    """Allocates and frees NaN-byte (0xFF) blocks so the caching allocator hands out poisoned memory:
+    an output the candidate never writes reads as NaN, never as someone else's result."""
+    dev = torch.device(device)
+    top = 27 if dev.type == "cuda" else 21  # on the CPU large blocks go back to the OS anyway
+    sizes = sorted(set(int(s) for s in sizes_bytes if s > 0)) + [1 << k for k in range(9, top, 2)]
+    blocks = []
+    for s in sizes:
+        for _ in range(2):
+            blocks.append(torch.full((s,), 255, dtype=torch.uint8, device=dev))
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    del blocks

@@ -1,0 +1,289 @@
+"""Candidate side: a fork server whose every job runs in a fresh, confined child.
+
+The parent imports torch and Triton once (never initialising CUDA, so forking stays safe) and forks
+a child per job; the child runs the candidate, writes its outputs to the job directory and reports
+over a pipe. A hang, crash, exit call or CUDA error ends only the child: the parent reports it and
+stays healthy. The child never receives a reference output: it gets the job's seed (and the
+reference's output *shapes*, to refuse absurd outputs before writing them)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import tempfile
+import time
+import traceback
+
+import torch
+
+from . import accounting, harness, sandbox
+
+LOG_TAIL = 4000
+
+
+def _tail(path, n=LOG_TAIL):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_detach(o) for o in out)
+    return out
+
+
+def _nbytes(out):
+    return sum(t.untyped_storage().nbytes() if t.device.type != "meta" else 0
+               for t in harness.flatten(out) if isinstance(t, torch.Tensor))
+
+
+class Failure(Exception):
+    def __init__(self, kind, reason, check=None, cuda_error=False):
+        super().__init__(reason)
+        self.kind, self.reason, self.check, self.cuda_error = kind, reason, check, cuda_error
+
+
+def _classify_load_error(e):
+    from kernelzero import cuda as kzc
+    text = harness.describe_exception(e)
+    if isinstance(e, kzc.CompileError):
+        return Failure("compile_error", text)
+    name = type(e).__name__
+    if name in ("CompilationError", "CompileTimeAssertionFailure") or "Error building extension" in text:
+        return Failure("compile_error", text)
+    if isinstance(e, SyntaxError):
+        return Failure("format_error", text)
+    return Failure("runtime_error", "importing the candidate failed: " + text, cuda_error=harness.is_cuda_error(e))
+
+
+def run_job(req, job_dir, recorder):
+    device = torch.device(req["device"])
+    seed = int(req["seed"])
+    checks = {}
+    result = {"checks": checks, "compile_s": None, "timing": None, "custom_fraction": None,
+              "launches": 0, "library_ops": {}, "outputs_path": None, "cpu_custom_fraction": None}
+    if req.get("extensions_dir"):
+        os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
+    try:
+        task = harness.load_module(req["task_source"], "kz_task", job_dir)
+        init_args = harness.init_inputs(task, seed)
+        ref_model = harness.build(task.Model, init_args, seed, device)
+    except BaseException as e:  # the task is the harness's responsibility, never the candidate's
+        raise Failure("infra_error", "task failed in the candidate process: " + harness.describe_exception(e))
+
+    t0 = time.perf_counter()
+    try:
+        cand = harness.load_module(req["candidate_source"], "kz_candidate", job_dir)
+    except BaseException as e:
+        raise _classify_load_error(e)
+    if not isinstance(getattr(cand, "ModelNew", None), type):
+        raise Failure("format_error", "the candidate defines no class ModelNew", "defines_model_new")
+    try:
+        model = harness.build(cand.ModelNew, init_args, seed, device)
+        if isinstance(model, torch.nn.Module) and isinstance(ref_model, torch.nn.Module):
+            ref_sd = ref_model.state_dict()
+            new_sd = model.state_dict()
+            shared = {k: v for k, v in ref_sd.items() if k in new_sd and new_sd[k].shape == v.shape}
+            model.load_state_dict(shared, strict=False)
+            model.eval()
+    except BaseException as e:
+        raise Failure("runtime_error", "constructing ModelNew failed: " + harness.describe_exception(e),
+                      cuda_error=harness.is_cuda_error(e))
+    del ref_model
+    result["compile_s"] = time.perf_counter() - t0
+
+    expected = req["expected_meta"]
+    poison_sizes = [req.get("expected_bytes", 0)]
+    census = accounting.LibraryOpCensus(recorder)
+
+    def call(inputs, census=None):
+        accounting.poison_free_memory(device, poison_sizes)
+        t = time.perf_counter()
+        with torch.no_grad(), (census if census is not None else contextlib.nullcontext()):
+            out = model(*inputs)
+        harness.sync(device)
+        return _detach(out), time.perf_counter() - t
+
+    trial_outs = []
+    forward_seconds = 0.0
+    recorder.reset()
+    try:
+        for i in range(int(req["trials"])):
+            inputs = harness.make_inputs(task, seed + 1 + i, device)
+            snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            out, secs = call(inputs, census)
+            forward_seconds += secs
+            mm = harness.meta_mismatch(expected, harness.meta_of(out))
+            if mm:
+                checks["output_meta"] = "fail"
+                raise Failure("incorrect", f"trial {i}: {mm}", "output_meta")
+            for k, (a, b) in enumerate(zip(snapshot, inputs)):
+                if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                    checks["inputs_unchanged"] = "fail"
+                    raise Failure("incorrect", f"trial {i}: forward modified input {k} in place", "inputs_unchanged")
+            if _nbytes(out) > 4 * max(req.get("expected_bytes", 0), 1) + (64 << 20):
+                checks["output_meta"] = "fail"
+                raise Failure("incorrect", f"trial {i}: output storage of {_nbytes(out)} bytes is far larger than "
+                                           "the reference's", "output_meta")
+            trial_outs.append(out)
+    except Failure:
+        raise
+    except BaseException as e:
+        raise Failure("runtime_error", f"forward raised: {harness.describe_exception(e)}",
+                      cuda_error=harness.is_cuda_error(e))
+    checks["output_meta"] = "pass"
+    checks["inputs_unchanged"] = "pass"
+    launches = list(recorder.launches)
+    result["launches"] = len(launches)
+    if device.type == "cpu" and forward_seconds > 0:
+        result["cpu_custom_fraction"] = min(1.0, recorder.custom_seconds / forward_seconds)
+    result["library_ops"] = dict(census.compute_ops)
+    result["all_ops"] = dict(census.all_ops)
+
+    inputs0 = harness.make_inputs(task, seed + 1, device)
+    # Ablation: the same call with the candidate's own launches skipped must not still be right.
+    ablated = None
+    if launches:
+        recorder.set_enabled(False)
+        try:
+            ablated, _ = call(inputs0)
+        except BaseException:
+            ablated = None  # the kernels matter enough that forward cannot run without them
+        finally:
+            recorder.set_enabled(True)
+        harness.sync(device)
+
+    if device.type == "cuda":
+        try:
+            frac, per_kernel = accounting.gpu_kernel_share(model, inputs0, req.get("kernel_names", []), device)
+            result["custom_fraction"] = frac
+            result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
+        except BaseException as e:
+            if harness.is_cuda_error(e):
+                raise Failure("runtime_error", f"forward raised: {harness.describe_exception(e)}", cuda_error=True)
+            result["profiler_error"] = harness.describe_exception(e)
+
+    try:
+        sets = [harness.make_inputs(task, seed + 201 + m, device) for m in range(3)]
+        timing, last = harness.time_callable(lambda *a: _detach(model(*a)), sets, device,
+                                             int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
+                                             lock_path=req.get("lock_path"))
+        result["timing"] = timing
+        recheck, _ = call(harness.make_inputs(task, seed + 101, device))
+    except BaseException as e:
+        raise Failure("runtime_error", f"forward raised during timing: {harness.describe_exception(e)}",
+                      cuda_error=harness.is_cuda_error(e))
+
+    outputs = {"trials": trial_outs, "recheck": recheck, "timing": last, "ablated": ablated}
+    for name, outs in (("recheck", [recheck]), ("timing", last)):
+        for o in outs:
+            mm = harness.meta_mismatch(expected, harness.meta_of(o))
+            if mm:
+                check = "recheck_after_timing" if name == "recheck" else "timing_outputs"
+                checks[check] = "fail"
+                raise Failure("incorrect", f"{name} output: {mm}", check)
+    if ablated is not None and harness.meta_mismatch(expected, harness.meta_of(ablated)):
+        outputs["ablated"] = None
+    path = os.path.join(job_dir, "outputs.pt")
+    torch.save(outputs, path)
+    result["outputs_path"] = path
+    return result
+
+
+def child_main(req, job_dir, write_fd):
+    """Runs in the forked child; never returns."""
+    code = 0
+    try:
+        log_fd = os.open(os.path.join(job_dir, "log.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        applied = sandbox.confine(job_dir, cpu_seconds=int(req.get("cpu_seconds", 3600)),
+                                  max_file_bytes=int(req.get("max_file_bytes", 4 << 30)))
+        torch.set_num_threads(int(req.get("threads", 2)))
+        recorder = accounting.LaunchRecorder()
+        try:
+            result = run_job(req, job_dir, recorder)
+            result["ok"] = True
+        except Failure as f:
+            result = {"ok": False, "kind": f.kind, "reason": f.reason, "check": f.check, "cuda_error": f.cuda_error}
+        except BaseException as e:
+            result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
+                      "cuda_error": harness.is_cuda_error(e), "trace": traceback.format_exc()[-2000:]}
+        result["sandbox"] = applied
+        data = json.dumps(result, default=str, allow_nan=True).encode()
+        while data:
+            n = os.write(write_fd, data)
+            data = data[n:]
+    except BaseException:
+        code = 3
+    finally:
+        os._exit(code)
+
+
+class ForkServer:
+    def __init__(self, work_root):
+        self.work_root = work_root
+        os.makedirs(work_root, exist_ok=True)
+
+    def run(self, req):
+        job_dir = tempfile.mkdtemp(prefix=f"job-{req.get('job_id', 'x')}-", dir=self.work_root)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            child_main(req, job_dir, w)
+        os.close(w)
+        deadline = time.monotonic() + float(req.get("timeout_s", 120))
+        chunks = []
+        timed_out = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                b = os.read(r, 1 << 16)
+                if not b:
+                    break
+                chunks.append(b)
+        os.close(r)
+        if timed_out:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+        log = _tail(os.path.join(job_dir, "log.txt"))
+        if timed_out:
+            return {"ok": False, "kind": "timeout", "reason": f"candidate did not finish within {req.get('timeout_s')} s",
+                    "job_dir": job_dir, "log": log}
+        try:
+            result = json.loads(b"".join(chunks).decode()) if chunks else None
+        except ValueError:
+            result = None
+        if result is None:
+            if os.WIFSIGNALED(status):
+                how = f"was killed by signal {os.WTERMSIG(status)}"
+            else:
+                how = f"exited with code {os.WEXITSTATUS(status)}"
+            return {"ok": False, "kind": "runtime_error", "reason": f"candidate process {how} before reporting a result",
+                    "job_dir": job_dir, "log": log, "crashed": True}
+        result["job_dir"] = job_dir
+        result["log"] = log
+        return result

@@ -1,0 +1,64 @@
+"""Framed JSON over pipes: each frame is a 4-byte big-endian length, then that many bytes of UTF-8 JSON.
+
+The worker keeps private duplicates of the pipes it was started with and points fds 0/1 elsewhere, so
+that nothing a task or candidate prints can corrupt the protocol stream."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+MAX_FRAME = 64 << 20
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        b = os.read(fd, min(n, 1 << 20))
+        if not b:
+            raise EOFError("peer closed the pipe")
+        chunks.append(b)
+        n -= len(b)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict:
+    (n,) = struct.unpack(">I", _read_exact(fd, 4))
+    if n > MAX_FRAME:
+        raise ProtocolError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
+    msg = json.loads(_read_exact(fd, n).decode("utf-8"))
+    if not isinstance(msg, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return msg
+
+
+def write_frame(fd: int, msg: dict) -> None:
+    data = json.dumps(msg, allow_nan=False, default=str).encode("utf-8")
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"reply of {len(data)} bytes exceeds the frame limit")
+    buf = struct.pack(">I", len(data)) + data
+    while buf:
+        n = os.write(fd, buf)
+        buf = buf[n:]
+
+
+def take_over_stdio() -> tuple[int, int]:
+    """Returns (in_fd, out_fd) for the protocol; fd 0 becomes /dev/null and fd 1 a copy of fd 2."""
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return proto_in, proto_out
+
+
+def finite(x):
+    """JSON has no NaN/Inf: map them to None (callers report them as such)."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return None
+    return x

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian 12 machine: apt packages, the project's .venv (torch pinned to
+# the GPU machines' version), and the build. Leaves build/kernelzero.
+#   scripts/setup.sh            everything
+#   SKIP_APT=1 scripts/setup.sh  when the packages are known to be there
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
+              nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev)
+TORCH_VERSION=2.11.0
+TRITON_VERSION=3.6.0
+NUMPY_SPEC="numpy>=2,<3"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+if [[ "${SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "apt: installing ${missing[*]}"
+    SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+want="torch==$TORCH_VERSION triton==$TRITON_VERSION"
+have=$(.venv/bin/python -c 'import torch, triton, numpy; print(f"torch=={torch.__version__.split(\"+\")[0]} triton=={triton.__version__}")' 2>/dev/null || true)
+if [[ "$have" != "$want" ]]; then
+  log "pip: installing $want numpy"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC"
+fi
+
+TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+log "configuring against libtorch at $TORCH_PREFIX"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DKZ_PYTHON="$ROOT/.venv/bin/python" >/dev/null
+cmake --build build
+log "ready: build/kernelzero"

@@ -1,0 +1,105 @@
+#include "verify/baseline_cache.h"
+
+#include <openssl/sha.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace kz {
+
+std::string sha256_hex(const std::string& data) {
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : md) {
+        out.push_back(hex[c >> 4]);
+        out.push_back(hex[c & 15]);
+    }
+    return out;
+}
+
+namespace {
+
+void exec(sqlite3* db, const char* sql, const std::string& path) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : "unknown error";
+        sqlite3_free(err);
+        throw std::runtime_error("baseline cache " + path + ": " + msg);
+    }
+}
+
+struct Stmt {
+    sqlite3_stmt* s = nullptr;
+    Stmt(sqlite3* db, const char* sql, const std::string& path) {
+        if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK)
+            throw std::runtime_error("baseline cache " + path + ": " + sqlite3_errmsg(db));
+    }
+    ~Stmt() { sqlite3_finalize(s); }
+    void bind(const BaselineKey& k) {
+        sqlite3_bind_text(s, 1, k.task_hash.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 2, k.device_name.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 3, k.torch_version.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(s, 4, k.timing_iters);
+        sqlite3_bind_int(s, 5, k.with_compile ? 1 : 0);
+    }
+};
+
+}  // namespace
+
+BaselineCache::BaselineCache(const std::string& path) : path_(path) {
+    std::filesystem::path p(path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        nullptr) != SQLITE_OK) {
+        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw std::runtime_error("cannot open the baseline cache " + path + ": " + msg);
+    }
+    sqlite3_busy_timeout(db_, 10000);
+    exec(db_, "PRAGMA journal_mode=WAL;", path);
+    exec(db_, "PRAGMA synchronous=NORMAL;", path);
+    exec(db_,
+         "CREATE TABLE IF NOT EXISTS baselines ("
+         " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
+         " timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL, value TEXT NOT NULL,"
+         " created_at TEXT NOT NULL DEFAULT (datetime('now')),"
+         " PRIMARY KEY (task_hash, device_name, torch_version, timing_iters, with_compile));",
+         path);
+}
+
+BaselineCache::~BaselineCache() { sqlite3_close(db_); }
+
+std::optional<nlohmann::json> BaselineCache::get(const BaselineKey& key) {
+    std::lock_guard lock(mu_);
+    Stmt st(db_,
+            "SELECT value FROM baselines WHERE task_hash=?1 AND device_name=?2 AND torch_version=?3 "
+            "AND timing_iters=?4 AND with_compile=?5;",
+            path_);
+    st.bind(key);
+    if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
+    const char* text = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0));
+    try {
+        return nlohmann::json::parse(text ? text : "");
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;  // a damaged row is re-measured and overwritten
+    }
+}
+
+void BaselineCache::put(const BaselineKey& key, const nlohmann::json& value) {
+    std::lock_guard lock(mu_);
+    Stmt st(db_,
+            "INSERT OR REPLACE INTO baselines (task_hash, device_name, torch_version, timing_iters, with_compile,"
+            " value) VALUES (?1, ?2, ?3, ?4, ?5, ?6);",
+            path_);
+    st.bind(key);
+    std::string v = value.dump();
+    sqlite3_bind_text(st.s, 6, v.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st.s) != SQLITE_DONE)
+        throw std::runtime_error("baseline cache " + path_ + ": " + sqlite3_errmsg(db_));
+}
+
+}  // namespace kz

@@ -1,0 +1,39 @@
+// Reference timings (eager and torch.compile), cached per (task hash, device name, torch version,
+// timing iterations, whether torch.compile was timed) in SQLite. Thread-safe; WAL journal so that
+// readers in other processes never block on a writer.
+#pragma once
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+struct sqlite3;
+
+namespace kz {
+
+struct BaselineKey {
+    std::string task_hash, device_name, torch_version;
+    int timing_iters = 0;
+    bool with_compile = false;
+};
+
+class BaselineCache {
+public:
+    explicit BaselineCache(const std::string& path);  // throws std::runtime_error naming the file
+    ~BaselineCache();
+    BaselineCache(const BaselineCache&) = delete;
+    BaselineCache& operator=(const BaselineCache&) = delete;
+
+    std::optional<nlohmann::json> get(const BaselineKey& key);
+    void put(const BaselineKey& key, const nlohmann::json& value);
+
+private:
+    sqlite3* db_ = nullptr;
+    std::mutex mu_;
+    std::string path_;
+};
+
+std::string sha256_hex(const std::string& data);
+
+}  // namespace kz

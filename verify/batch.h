@@ -1,0 +1,47 @@
+// `kernelzero verify --jobs JOBS.jsonl --out RESULTS.jsonl`: a batch of jobs through one Verifier.
+//
+// Each input line is {"id", "task", "candidate", "backend"} (paths relative to the jobs file, or
+// inline sources). Each result is one line {"id", ...verdict} appended and fsync'ed as soon as the job
+// finishes, so a crash or kill loses no finished result; re-running with the same --out skips ids that
+// already have a verdict other than infra_error. Ctrl-C stops dispatching, kills the workers and
+// writes nothing for the jobs that were cut short.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "verify/verifier.h"
+
+namespace kz {
+
+struct BatchJob {
+    Job job;
+    std::string error;  // set when the line itself is unusable: the job gets an early verdict
+    int line = 0;
+};
+
+struct BatchOptions {
+    std::string jobs_path, out_path;
+    int threads = 2;          // jobs in flight (compile and run stages overlap across them)
+    bool progress = true;     // progress bar on stderr
+};
+
+struct BatchSummary {
+    int total = 0, skipped = 0, done = 0;
+    bool interrupted = false;
+    std::map<std::string, int> by_status;
+};
+
+// Parses a jobs file; lines that are not usable jobs come back with `error` set.
+std::vector<BatchJob> read_jobs(const std::string& path);
+// Ids already finished in an existing results file (malformed or partial lines are ignored).
+std::set<std::string> finished_ids(const std::string& out_path);
+
+// Runs the batch; `stop` is polled (set by a signal handler) to interrupt.
+BatchSummary run_batch(Verifier& verifier, const BatchOptions& opts, const std::atomic<bool>& stop);
+
+}  // namespace kz

@@ -1,0 +1,292 @@
+#include "verify/verdict.h"
+
+#include <cmath>
+#include <set>
+
+namespace kz {
+
+using nlohmann::json;
+
+const char* to_string(Status s) {
+    switch (s) {
+        case Status::correct: return "correct";
+        case Status::incorrect: return "incorrect";
+        case Status::compile_error: return "compile_error";
+        case Status::runtime_error: return "runtime_error";
+        case Status::timeout: return "timeout";
+        case Status::format_error: return "format_error";
+        case Status::rejected: return "rejected";
+        case Status::infra_error: return "infra_error";
+    }
+    return "infra_error";
+}
+
+std::optional<Status> status_from_string(const std::string& s) {
+    for (Status st : {Status::correct, Status::incorrect, Status::compile_error, Status::runtime_error, Status::timeout,
+                      Status::format_error, Status::rejected, Status::infra_error})
+        if (s == to_string(st)) return st;
+    return std::nullopt;
+}
+
+static json opt(const std::optional<double>& v) {
+    return v && std::isfinite(*v) ? json(*v) : json(nullptr);
+}
+
+json Verdict::to_json() const {
+    json j;
+    j["status"] = to_string(status);
+    j["correct"] = correct();
+    j["reason"] = reason;
+    j["trials"] = {{"passed", trials_passed}, {"run", trials_run}};
+    j["max_abs_err"] = opt(max_abs_err);
+    j["max_rel_err"] = opt(max_rel_err);
+    if (runtime_ms)
+        j["runtime_ms"] = {{"median", runtime_ms->median}, {"min", runtime_ms->min}, {"max", runtime_ms->max},
+                           {"n", runtime_ms->n}};
+    else
+        j["runtime_ms"] = nullptr;
+    j["timing_source"] = timing_source.empty() ? json(nullptr) : json(timing_source);
+    j["ref_eager_ms"] = opt(ref_eager_ms);
+    j["ref_compile_ms"] = opt(ref_compile_ms);
+    j["speedup_eager"] = opt(speedup_eager);
+    j["speedup_compile"] = opt(speedup_compile);
+    j["custom_kernel_time_fraction"] = opt(custom_kernel_time_fraction);
+    j["checks"] = checks;
+    j["review"] = review;
+    j["compile_s"] = compile_s;
+    j["total_s"] = total_s;
+    j["device"] = device;
+    j["backend"] = backend;
+    j["attempts"] = attempts;
+    j["log"] = log;
+    return j;
+}
+
+Verdict early_verdict(Status s, const std::string& reason, const std::string& device, const std::string& backend) {
+    Verdict v;
+    v.status = s;
+    v.reason = reason;
+    v.device = device;
+    v.backend = backend;
+    return v;
+}
+
+namespace {
+
+std::optional<double> num(const json& j, const char* key) {
+    if (j.is_object() && j.contains(key) && j[key].is_number()) return j[key].get<double>();
+    return std::nullopt;
+}
+
+std::optional<RuntimeStats> stats(const json& j) {
+    if (!j.is_object() || !j.contains("median") || !j["median"].is_number()) return std::nullopt;
+    RuntimeStats s;
+    s.median = j["median"].get<double>();
+    s.min = j.value("min", s.median);
+    s.max = j.value("max", s.median);
+    s.n = j.value("n", 0);
+    return s;
+}
+
+// The runtime a verdict reports: CUDA events when present, else the host clock.
+std::optional<RuntimeStats> runtime_of(const json& timing) {
+    if (!timing.is_object()) return std::nullopt;
+    if (auto s = stats(timing.value("event_ms", json()))) return s;
+    return stats(timing.value("host_ms", json()));
+}
+
+std::string truncate(const std::string& s, size_t n) {
+    return s.size() <= n ? s : s.substr(0, n) + "\n[... truncated]";
+}
+
+}  // namespace
+
+Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
+    Verdict v;
+    v.device = r.device;
+    v.backend = r.backend;
+    const bool on_cpu = r.device.rfind("cpu", 0) == 0;
+    const json& c = r.compile;
+
+    // 1. Static checks and the ahead-of-time build.
+    if (c.is_object() && c.contains("checks") && c["checks"].is_object()) {
+        for (auto& [k, val] : c["checks"].items()) v.checks[k] = val.get<std::string>();
+        v.compile_s += c.value("compile_s", 0.0);
+    }
+    std::string static_reasons;
+    if (c.is_object() && c.contains("reasons"))
+        for (auto& s : c["reasons"]) static_reasons += (static_reasons.empty() ? "" : "; ") + s.get<std::string>();
+    if (v.checks["syntax"] == "fail" || v.checks["defines_model_new"] == "fail") {
+        v.status = Status::format_error;
+        v.reason = static_reasons;
+        return v;
+    }
+    for (auto& [name, val] : v.checks) {
+        if (val == "fail") {
+            v.status = Status::rejected;
+            v.reason = static_reasons;
+            return v;
+        }
+    }
+    if (c.is_object() && c.contains("compile_error") && c["compile_error"].is_string()) {
+        v.status = Status::compile_error;
+        v.reason = "the kernels do not compile";
+        v.log = truncate(c["compile_error"].get<std::string>(), 8000);
+        return v;
+    }
+
+    // 2. The candidate run.
+    const json& run = r.run;
+    if (!run.is_object()) {
+        v.status = Status::infra_error;
+        v.reason = "no result from the candidate worker";
+        return v;
+    }
+    v.log = truncate(run.value("log", std::string()), 4000);
+    if (auto cs = num(run, "compile_s")) v.compile_s += *cs;
+    if (run.contains("checks") && run["checks"].is_object())
+        for (auto& [k, val] : run["checks"].items()) v.checks[k] = val.get<std::string>();
+    if (run.contains("sandbox") && run["sandbox"].is_object())
+        for (auto& [k, val] : run["sandbox"].items()) v.checks["sandbox_" + k] = val.get<std::string>();
+    if (!run.value("ok", false)) {
+        std::string kind = run.value("kind", std::string("runtime_error"));
+        auto st = status_from_string(kind);
+        v.status = st ? *st : Status::runtime_error;
+        v.reason = run.value("reason", std::string("the candidate failed"));
+        if (run.contains("check") && run["check"].is_string()) v.checks[run["check"].get<std::string>()] = "fail";
+        if (run.value("cuda_error", false)) v.reason += " [CUDA error: the worker process was replaced]";
+        return v;
+    }
+
+    // 3. Dynamic anti-hack checks.
+    const int launches = run.value("launches", 0);
+    std::optional<double> share = on_cpu ? num(run, "cpu_custom_fraction") : num(run, "custom_fraction");
+    v.custom_kernel_time_fraction = share;
+    std::string rejection;
+    const bool launched = launches > 0 || (!on_cpu && share && *share > 0);
+    v.checks["custom_kernel_launched"] = launched ? "pass" : "fail";
+    if (!launched) rejection = "forward launched none of the candidate's own kernels";
+
+    std::set<std::string> declared;
+    if (c.is_object() && c.contains("library_ops"))
+        for (auto& s : c["library_ops"]) declared.insert(s.get<std::string>());
+    std::string undeclared;
+    if (run.contains("library_ops") && run["library_ops"].is_object())
+        for (auto& [op, cnt] : run["library_ops"].items())
+            if (!declared.count(op)) undeclared += (undeclared.empty() ? "" : ", ") + op;
+    if (!policy.strict) {
+        v.checks["library_ops"] = "skip";
+    } else if (!undeclared.empty()) {
+        v.checks["library_ops"] = "fail";
+        if (rejection.empty())
+            rejection = "forward computes with torch library operators (" + undeclared +
+                        "); the strict policy allows only allocation and layout operators";
+    } else {
+        v.checks["library_ops"] = "pass";
+    }
+    if (policy.strict && !on_cpu && share && launched) {
+        bool ok = *share >= policy.min_kernel_share;
+        v.checks["kernel_time_share"] = ok ? "pass" : "fail";
+        if (!ok && rejection.empty())
+            rejection = "only " + std::to_string(static_cast<int>(*share * 100)) +
+                        "% of GPU time is spent in the candidate's own kernels";
+    } else {
+        v.checks["kernel_time_share"] = "skip";
+    }
+
+    const json& timing = run.value("timing", json());
+    if (auto ev = stats(timing.value("event_ms", json())); ev) {
+        auto host = stats(timing.value("host_ms", json()));
+        bool ok = !host || host->median <= 2.0 * ev->median + 0.2;
+        v.checks["timing_consistency"] = ok ? "pass" : "fail";
+        if (!ok && rejection.empty())
+            rejection = "the host clock (" + std::to_string(host->median) + " ms) far exceeds CUDA events on the "
+                        "current stream (" + std::to_string(ev->median) + " ms): work runs outside the timed stream";
+    } else {
+        v.checks["timing_consistency"] = "skip";
+    }
+
+    // 4. Correctness, from the reference side.
+    const json& cmp = r.compare;
+    if (!cmp.is_object()) {
+        v.status = Status::infra_error;
+        v.reason = "no comparison from the reference worker";
+        return v;
+    }
+    if (cmp.contains("ablation_matches")) {
+        bool matches = cmp["ablation_matches"].get<bool>();
+        v.checks["kernel_ablation"] = matches ? "fail" : "pass";
+        if (matches && rejection.empty())
+            rejection = "the output is still correct when the candidate's kernels do not run: they are decoys";
+    } else {
+        v.checks["kernel_ablation"] = "skip";
+    }
+
+    std::string incorrect;
+    if (cmp.contains("unreadable")) {
+        incorrect = cmp["unreadable"].get<std::string>();
+        v.checks["correctness"] = "fail";
+    } else {
+        const json& trials = cmp.value("trials", json::array());
+        v.trials_run = static_cast<int>(trials.size());
+        double max_abs = 0, max_rel = 0;
+        bool have_err = false;
+        for (size_t i = 0; i < trials.size(); ++i) {
+            const json& t = trials[i];
+            if (t.value("ok", false)) ++v.trials_passed;
+            else if (incorrect.empty()) incorrect = "trial " + std::to_string(i) + ": " + t.value("reason", std::string());
+            if (auto a = num(t, "max_abs_err")) { max_abs = std::max(max_abs, *a); have_err = true; }
+            if (auto b = num(t, "max_rel_err")) max_rel = std::max(max_rel, *b);
+            if (!t.value("meta", true)) v.checks["output_meta"] = "fail";
+        }
+        if (have_err) {
+            v.max_abs_err = max_abs;
+            v.max_rel_err = max_rel;
+        }
+        v.checks["correctness"] = v.trials_passed == v.trials_run && v.trials_run > 0 ? "pass" : "fail";
+        bool timing_ok = true;
+        for (auto& t : cmp.value("timing", json::array())) timing_ok = timing_ok && t.value("ok", false);
+        v.checks["timing_outputs"] = timing_ok ? "pass" : "fail";
+        if (!timing_ok && incorrect.empty())
+            incorrect = "outputs of the timed iterations are wrong (results cached or stale between calls)";
+        bool recheck_ok = cmp.value("recheck", json::object()).value("ok", false);
+        v.checks["recheck_after_timing"] = recheck_ok ? "pass" : "fail";
+        if (!recheck_ok && incorrect.empty())
+            incorrect = "wrong on fresh inputs after the timing loop: " +
+                        cmp.value("recheck", json::object()).value("reason", std::string());
+    }
+
+    // 5. Timing and speedups.
+    v.runtime_ms = runtime_of(timing);
+    v.timing_source = on_cpu ? "cpu_interpreter" : (stats(timing.value("event_ms", json())) ? "cuda_events" : "host_clock");
+    if (r.baseline.is_object()) {
+        if (auto e = runtime_of(r.baseline.value("eager", json()))) v.ref_eager_ms = e->median;
+        if (auto e = runtime_of(r.baseline.value("compiled", json()))) v.ref_compile_ms = e->median;
+    }
+    if (v.runtime_ms && v.runtime_ms->median > 0) {
+        if (v.ref_eager_ms) v.speedup_eager = *v.ref_eager_ms / v.runtime_ms->median;
+        if (v.ref_compile_ms) v.speedup_compile = *v.ref_compile_ms / v.runtime_ms->median;
+    }
+
+    if (!rejection.empty()) {
+        v.status = Status::rejected;
+        v.reason = rejection;
+    } else if (!incorrect.empty()) {
+        v.status = Status::incorrect;
+        v.reason = incorrect;
+    } else {
+        v.status = Status::correct;
+        v.reason = "correct on " + std::to_string(v.trials_run) + " trials, after timing, and on the timed iterations";
+        if (on_cpu) v.reason += "; timings are Triton CPU-interpreter figures, not GPU performance";
+    }
+    if (v.speedup_eager && *v.speedup_eager > policy.speedup_review_bound && v.status == Status::correct && !on_cpu) {
+        v.review = true;
+        v.checks["speedup_bound"] = "fail";
+        v.reason += "; speedup above " + std::to_string(policy.speedup_review_bound) + "x: flagged for review";
+    } else {
+        v.checks["speedup_bound"] = v.speedup_eager ? "pass" : "skip";
+    }
+    return v;
+}
+
+}  // namespace kz

@@ -1,0 +1,352 @@
+#include "verify/verifier.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "common/files.h"
+
+namespace kz {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+#ifndef KZ_DEFAULT_PYTHON
+#define KZ_DEFAULT_PYTHON "python3"
+#endif
+#ifndef KZ_DEFAULT_PYTHON_DIR
+#define KZ_DEFAULT_PYTHON_DIR "python"
+#endif
+
+std::string default_python() {
+    if (const char* p = std::getenv("KZ_PYTHON"); p && *p) return p;
+    return KZ_DEFAULT_PYTHON;
+}
+
+std::string default_python_dir() {
+    if (const char* p = std::getenv("KZ_PYTHON_DIR"); p && *p) return p;
+    return KZ_DEFAULT_PYTHON_DIR;
+}
+
+namespace {
+
+milliseconds secs(double s) { return milliseconds(static_cast<long long>(s * 1000)); }
+
+bool is_cpu(const std::string& device) { return device.rfind("cpu", 0) == 0; }
+
+uint64_t secret_seed() {
+    std::random_device rd;
+    return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((1ull << 62) - 1);
+}
+
+}  // namespace
+
+Verifier::Verifier(VerifyOptions opts) : opts_(std::move(opts)) {
+    if (opts_.cache_dir.empty()) opts_.cache_dir = default_cache_dir();
+    if (opts_.work_dir.empty()) {
+        opts_.work_dir = make_temp_dir(std::filesystem::temp_directory_path().string(), "kernelzero-");
+        owns_work_dir_ = true;
+    }
+    if (opts_.worker_command.empty()) opts_.worker_command = {default_python(), "-m", "kernelzero.worker"};
+    if (opts_.python_dir.empty()) opts_.python_dir = default_python_dir();
+    if (opts_.compile_baseline < 0) opts_.compile_baseline = is_cpu(opts_.device) ? 0 : 1;
+    if (opts_.lanes < 1) opts_.lanes = 1;
+    if (opts_.compile_workers < 1) opts_.compile_workers = 1;
+    baselines_ = std::make_unique<BaselineCache>(opts_.cache_dir + "/baselines.sqlite");
+    for (int i = 0; i < opts_.compile_workers; ++i) {
+        compilers_.push_back(std::make_unique<Worker>(worker_config("compile", i)));
+        free_compilers_.push_back(compilers_.back().get());
+    }
+    for (int i = 0; i < opts_.lanes; ++i) {
+        auto lane = std::make_unique<Lane>();
+        lane->reference = std::make_unique<Worker>(worker_config("reference", i));
+        lane->candidate = std::make_unique<Worker>(worker_config("candidate", i));
+        free_lanes_.push_back(lane.get());
+        lanes_.push_back(std::move(lane));
+    }
+}
+
+Verifier::~Verifier() {
+    shutdown();
+    compilers_.clear();
+    lanes_.clear();
+    if (owns_work_dir_) {
+        std::error_code ec;
+        std::filesystem::remove_all(opts_.work_dir, ec);
+    }
+}
+
+WorkerConfig Verifier::worker_config(const std::string& role, int index) const {
+    WorkerConfig c;
+    c.command = opts_.worker_command;
+    c.role = role;
+    std::string dev = opts_.device;
+    c.env["PYTHONPATH"] = opts_.python_dir;
+    c.env["PYTHONUNBUFFERED"] = "1";
+    c.env["KZ_BUILD_CACHE"] = opts_.cache_dir;
+    c.env["TRITON_CACHE_DIR"] = opts_.cache_dir + "/triton";
+    c.env["NCCL_NVLS_ENABLE"] = "0";
+    if (!torch_arch_list_.empty()) c.env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list_;
+    if (dev.rfind("cuda:", 0) == 0) {
+        c.env["CUDA_VISIBLE_DEVICES"] = dev.substr(5);
+        dev = "cuda";
+    }
+    c.device = role == "compile" ? "cpu" : dev;
+    c.work_root = opts_.work_dir + "/" + role + "-" + std::to_string(index);
+    c.log_path = opts_.work_dir + "/logs/" + role + "-" + std::to_string(index) + ".log";
+    return c;
+}
+
+int Verifier::worker_starts() const {
+    int n = 0;
+    for (auto& w : compilers_) n += w->starts();
+    for (auto& l : lanes_) n += l->reference->starts() + l->candidate->starts();
+    return n;
+}
+
+void Verifier::start() {
+    std::vector<Worker*> all;
+    for (auto& w : compilers_) all.push_back(w.get());
+    for (auto& l : lanes_) {
+        all.push_back(l->reference.get());
+        all.push_back(l->candidate.get());
+    }
+    std::vector<std::string> errors(all.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < all.size(); ++i)
+        threads.emplace_back([&, i] { all[i]->ensure_started(errors[i]); });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
+    Reply info = lanes_[0]->reference->request({{"op", "device_info"}, {"device", lanes_[0]->reference->config().device}},
+                                               milliseconds(120000));
+    if (info.status != ReplyStatus::ok)
+        throw std::runtime_error("the reference worker cannot open device " + opts_.device + ": " + info.detail);
+    device_name_ = info.body.value("device_name", std::string("unknown"));
+    torch_version_ = info.body.value("torch", std::string("unknown"));
+    if (info.body.contains("arch") && info.body["arch"].is_object()) {
+        nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
+        torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
+        // load_inline builds must see the same arch list in the compile workers and the candidate
+        // children, or the child would rebuild: restart the candidate workers with it.
+        std::lock_guard lock(mu_);
+        for (size_t i = 0; i < lanes_.size(); ++i)
+            lanes_[i]->candidate = std::make_unique<Worker>(worker_config("candidate", static_cast<int>(i)));
+        free_compilers_.clear();
+        for (size_t i = 0; i < compilers_.size(); ++i) {
+            compilers_[i] = std::make_unique<Worker>(worker_config("compile", static_cast<int>(i)));
+            free_compilers_.push_back(compilers_[i].get());
+        }
+    }
+}
+
+void Verifier::shutdown() {
+    shut_down_ = true;
+    cv_.notify_all();
+    for (auto& w : compilers_) w->stop();
+    for (auto& l : lanes_) {
+        l->reference->stop();
+        l->candidate->stop();
+    }
+}
+
+Worker* Verifier::take_compiler() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !free_compilers_.empty() || shut_down_; });
+    if (shut_down_) return nullptr;
+    Worker* w = free_compilers_.back();
+    free_compilers_.pop_back();
+    return w;
+}
+
+void Verifier::give_compiler(Worker* w) {
+    {
+        std::lock_guard lock(mu_);
+        free_compilers_.push_back(w);
+    }
+    cv_.notify_all();
+}
+
+Verifier::Lane* Verifier::take_lane() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !free_lanes_.empty() || shut_down_; });
+    if (shut_down_) return nullptr;
+    Lane* l = free_lanes_.back();
+    free_lanes_.pop_back();
+    return l;
+}
+
+void Verifier::give_lane(Lane* l) {
+    {
+        std::lock_guard lock(mu_);
+        free_lanes_.push_back(l);
+    }
+    cv_.notify_all();
+}
+
+Verdict Verifier::verify(const Job& job) {
+    auto t0 = Clock::now();
+    Verdict v;
+    if (job.backend != "cuda" && job.backend != "triton") {
+        v = early_verdict(Status::format_error, "unknown backend '" + job.backend + "' (cuda or triton)", opts_.device,
+                          job.backend);
+    } else if (job.backend == "cuda" && is_cpu(opts_.device)) {
+        v = early_verdict(Status::infra_error, "backend cuda needs a GPU; this verifier runs on " + opts_.device,
+                          opts_.device, job.backend);
+    } else {
+        int attempts = 0;
+        for (;;) {
+            ++attempts;
+            bool retry = false;
+            v = attempt(job, retry);
+            if (!retry || attempts >= opts_.max_attempts || shut_down_) break;
+        }
+        v.attempts = attempts;
+    }
+    v.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    return v;
+}
+
+json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed) {
+    BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, opts_.timing_iters,
+                    opts_.compile_baseline == 1};
+    std::string lock_key = key.task_hash;
+    std::shared_ptr<std::mutex> m;
+    {
+        std::lock_guard lock(mu_);
+        auto& slot = baseline_locks_[lock_key];
+        if (!slot) slot = std::make_shared<std::mutex>();
+        m = slot;
+    }
+    std::lock_guard one_measurement(*m);  // concurrent jobs of one task measure it once
+    if (auto cached = baselines_->get(key)) return *cached;
+    Reply r = lane.reference->request({{"op", "baseline"},
+                                       {"task_source", job.task_source},
+                                       {"device", lane.reference->config().device},
+                                       {"timing_iters", opts_.timing_iters},
+                                       {"with_compile", opts_.compile_baseline == 1},
+                                       {"lock_path", opts_.work_dir + "/device.lock"}},
+                                      secs(opts_.compile_timeout_s + 60));
+    if (r.status != ReplyStatus::ok) {
+        worker_failed = r.worker_failure();
+        error = r.detail;
+        return json();
+    }
+    json value = r.body;
+    value.erase("id");
+    baselines_->put(key, value);
+    return value;
+}
+
+Verdict Verifier::attempt(const Job& job, bool& retry) {
+    retry = false;
+    AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound};
+    JobReplies replies;
+    replies.device = opts_.device;
+    replies.backend = job.backend;
+    auto infra = [&](const std::string& why) { return early_verdict(Status::infra_error, why, opts_.device, job.backend); };
+
+    // Compile side.
+    Worker* comp = take_compiler();
+    if (!comp) return infra("the verifier is shutting down");
+    Reply cr = comp->request({{"op", "compile"},
+                              {"source", job.candidate_source},
+                              {"backend", job.backend},
+                              {"arch", nvrtc_arch_.empty() ? json(nullptr) : json(nvrtc_arch_)},
+                              {"torch_arch_list", torch_arch_list_},
+                              {"cache_dir", opts_.cache_dir},
+                              {"timeout_s", opts_.compile_timeout_s}},
+                             secs(opts_.compile_timeout_s + 60));
+    give_compiler(comp);
+    if (cr.status != ReplyStatus::ok) {
+        retry = cr.worker_failure();
+        return infra("compile worker: " + cr.detail);
+    }
+    replies.compile = cr.body;
+    Verdict early = assemble_verdict(replies, policy);
+    if (early.status != Status::infra_error) return early;  // static rejection or build failure
+
+    Lane* lane = take_lane();
+    if (!lane) return infra("the verifier is shutting down");
+    struct Release {
+        Verifier* v;
+        Lane* l;
+        ~Release() { v->give_lane(l); }
+    } release{this, lane};
+    const std::string dev = lane->reference->config().device;
+
+    std::string berr;
+    bool bfail = false;
+    replies.baseline = baseline_for(*lane, job, berr, bfail);
+    if (replies.baseline.is_null()) {
+        retry = bfail;
+        return infra((bfail ? "reference worker: " : "the task cannot be timed: ") + berr);
+    }
+
+    const std::string job_id = job.id.empty() ? std::to_string(++job_counter_) : job.id + "-" + std::to_string(++job_counter_);
+    const uint64_t seed = secret_seed();
+    json tolerances = {{"torch.float32", {opts_.atol, opts_.rtol}}};
+    Reply pr = lane->reference->request({{"op", "prepare"},
+                                         {"job_id", job_id},
+                                         {"task_source", job.task_source},
+                                         {"device", dev},
+                                         {"seed", seed},
+                                         {"trials", opts_.trials}},
+                                        secs(opts_.timeout_s + 60));
+    if (pr.status != ReplyStatus::ok) {
+        retry = pr.worker_failure();
+        return infra((pr.body.value("task_error", false) ? "the task is broken: " : "reference worker: ") + pr.detail);
+    }
+    json run_req = {{"op", "run"},
+                    {"job_id", job_id},
+                    {"task_source", job.task_source},
+                    {"candidate_source", job.candidate_source},
+                    {"backend", job.backend},
+                    {"device", dev},
+                    {"seed", seed},
+                    {"trials", opts_.trials},
+                    {"timing_iters", opts_.timing_iters},
+                    {"warmup", opts_.warmup},
+                    {"expected_meta", pr.body["meta"]},
+                    {"expected_bytes", pr.body.value("bytes", 0)},
+                    {"kernel_names", replies.compile.value("kernel_names", json::array())},
+                    {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
+                    {"lock_path", opts_.work_dir + "/device.lock"},
+                    {"timeout_s", opts_.timeout_s},
+                    {"cpu_seconds", static_cast<int>(opts_.timeout_s * 8 + 60)},
+                    {"threads", is_cpu(dev) ? 1 : 4}};
+    Reply rr = lane->candidate->request(run_req, secs(opts_.timeout_s + 90));
+    if (rr.status != ReplyStatus::ok && rr.status != ReplyStatus::failed) {
+        lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
+        retry = true;
+        return infra("candidate worker: " + rr.detail);
+    }
+    replies.run = rr.body;
+    const std::string job_dir = rr.body.value("job_dir", std::string());
+    if (rr.body.value("cuda_error", false)) lane->candidate->stop();  // replaced on its next request
+
+    if (rr.body.value("ok", false) && rr.body.contains("outputs_path")) {
+        Reply cmp = lane->reference->request({{"op", "compare"},
+                                              {"job_id", job_id},
+                                              {"outputs_path", rr.body["outputs_path"]},
+                                              {"tolerances", tolerances}},
+                                             secs(opts_.timeout_s + 60));
+        if (cmp.status != ReplyStatus::ok) {
+            retry = cmp.worker_failure();
+            return infra("reference worker: " + cmp.detail);
+        }
+        replies.compare = cmp.body;
+    } else {
+        lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
+    }
+    if (!job_dir.empty() && job_dir.rfind(opts_.work_dir, 0) == 0) {
+        std::error_code ec;
+        std::filesystem::remove_all(job_dir, ec);
+    }
+    Verdict v = assemble_verdict(replies, policy);
+    if (v.status == Status::infra_error && rr.body.value("kind", "") == "infra_error") retry = false;
+    return v;
+}
+
+}  // namespace kz

@@ -1,0 +1,104 @@
+// The verifier: turns (task, candidate, backend) into a Verdict.
+//
+// Owns a pool of compile workers (static checks and ahead-of-time builds on CPU) and of lanes, each a
+// trusted reference worker plus a candidate fork server bound to one device. verify() is thread-safe
+// and blocking; running it from several threads pipelines compilation with execution. A worker that
+// crashes, hangs or breaks the protocol is replaced and the job retried (up to max_attempts); if it
+// still fails the verdict is infra_error, which is never a reward.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "verify/baseline_cache.h"
+#include "verify/verdict.h"
+#include "verify/worker.h"
+
+namespace kz {
+
+struct VerifyOptions {
+    std::string device = "cpu";            // cpu | cuda | cuda:N
+    int trials = 5;
+    int timing_iters = 100;
+    int warmup = 3;
+    bool strict = true;
+    double timeout_s = 120;                // one candidate run (trials, timing, checks)
+    double compile_timeout_s = 900;        // one ahead-of-time build (load_inline takes a minute)
+    double min_kernel_share = 0.5;
+    double speedup_review_bound = 10.0;
+    int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
+    double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
+    int lanes = 1;                         // reference + candidate worker pairs
+    int compile_workers = 1;
+    int max_attempts = 3;
+    std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
+    std::string work_dir;                  // scratch; a fresh directory under /tmp if empty
+    std::vector<std::string> worker_command;  // default: {python, "-m", "kernelzero.worker"}
+    std::string python_dir;                // PYTHONPATH for the workers
+};
+
+struct Job {
+    std::string id;
+    std::string task_source;
+    std::string candidate_source;
+    std::string backend;  // cuda | triton
+};
+
+// The Python the workers run: $KZ_PYTHON, else the one configured at build time.
+std::string default_python();
+std::string default_python_dir();
+
+class Verifier {
+public:
+    explicit Verifier(VerifyOptions opts);
+    ~Verifier();
+    Verifier(const Verifier&) = delete;
+    Verifier& operator=(const Verifier&) = delete;
+
+    // Starts every worker in parallel and reads the device's identity. Throws std::runtime_error when
+    // the workers cannot start at all (no Python, no torch): that is a set-up problem, not a verdict.
+    void start();
+    Verdict verify(const Job& job);
+    // Kills every worker; in-flight verify() calls return infra_error. Safe from any thread.
+    void shutdown();
+
+    const std::string& device_name() const { return device_name_; }
+    const std::string& torch_version() const { return torch_version_; }
+    const VerifyOptions& options() const { return opts_; }
+    int worker_starts() const;  // total process starts, for tests of replacement
+
+private:
+    struct Lane {
+        std::unique_ptr<Worker> reference, candidate;
+    };
+    VerifyOptions opts_;
+    std::string device_name_, torch_version_, nvrtc_arch_, torch_arch_list_;
+    std::unique_ptr<BaselineCache> baselines_;
+    std::vector<std::unique_ptr<Worker>> compilers_;
+    std::vector<std::unique_ptr<Lane>> lanes_;
+    std::vector<Worker*> free_compilers_;
+    std::vector<Lane*> free_lanes_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::map<std::string, std::shared_ptr<std::mutex>> baseline_locks_;
+    std::atomic<bool> shut_down_{false};
+    bool owns_work_dir_ = false;
+    std::atomic<long long> job_counter_{0};
+
+    WorkerConfig worker_config(const std::string& role, int index) const;
+    Worker* take_compiler();
+    void give_compiler(Worker* w);
+    Lane* take_lane();
+    void give_lane(Lane* l);
+    // One attempt; sets `retry` when a worker failed and the job may be retried.
+    Verdict attempt(const Job& job, bool& retry);
+    nlohmann::json baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed);
+};
+
+}  // namespace kz
