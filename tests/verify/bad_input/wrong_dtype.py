@@ -1,0 +1,32 @@
+"""BAD INPUT: right values, wrong dtype (float64 output for a float32 task).
+
+The kernel reads float32 and stores into a float64 buffer (Triton converts on store), so the
+values are right to float32 precision but the dtype is not the reference's.
+
+Expected: `incorrect` (output_meta).
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty(x.shape, dtype=torch.float64, device=x.device)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)
+        return out
