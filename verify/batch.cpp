@@ -57,6 +57,7 @@ std::vector<BatchJob> read_jobs(const std::string& path) {
         }
         seen.insert(bj.job.id);
         bj.job.backend = j.value("backend", std::string());
+        if (j.contains("timeout") && j["timeout"].is_number()) bj.job.timeout_s = j["timeout"].get<double>();
         for (const char* field : {"task", "candidate"}) {
             if (!bj.error.empty()) break;
             if (!j.contains(field) || !j[field].is_string()) {

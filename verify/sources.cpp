@@ -31,10 +31,6 @@ std::optional<SourceText> load_source(const std::string& value, const std::strin
         }
         s.origin = p.string();
     }
-    if (!valid_utf8(s.text)) {
-        error = s.origin + " is not UTF-8 text";
-        return std::nullopt;
-    }
     return s;
 }
 

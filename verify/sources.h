@@ -12,7 +12,8 @@ struct SourceText {
 };
 
 // `value` holding a newline is inline source; otherwise it is a path, resolved against `base_dir`
-// when relative. Returns nullopt with `error` naming the cause (missing, unreadable, not UTF-8, empty).
+// when relative. Returns nullopt with `error` naming the cause (missing, unreadable). The text is
+// not validated: the verifier judges it (a candidate that is not UTF-8 is a format_error).
 std::optional<SourceText> load_source(const std::string& value, const std::string& base_dir, std::string& error);
 
 }  // namespace kz

@@ -191,6 +191,11 @@ Verdict Verifier::verify(const Job& job) {
     if (job.backend != "cuda" && job.backend != "triton") {
         v = early_verdict(Status::format_error, "unknown backend '" + job.backend + "' (cuda or triton)", opts_.device,
                           job.backend);
+    } else if (!valid_utf8(job.task_source)) {
+        v = early_verdict(Status::infra_error, "the task source is not UTF-8 text", opts_.device, job.backend);
+    } else if (!valid_utf8(job.candidate_source)) {
+        v = early_verdict(Status::format_error, "the candidate source is not UTF-8 text", opts_.device, job.backend);
+        v.checks["syntax"] = "fail";
     } else if (job.backend == "cuda" && is_cpu(opts_.device)) {
         v = early_verdict(Status::infra_error, "backend cuda needs a GPU; this verifier runs on " + opts_.device,
                           opts_.device, job.backend);
@@ -241,6 +246,7 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
 
 Verdict Verifier::attempt(const Job& job, bool& retry) {
     retry = false;
+    const double timeout_s = job.timeout_s > 0 ? job.timeout_s : opts_.timeout_s;
     AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound};
     JobReplies replies;
     replies.device = opts_.device;
@@ -293,7 +299,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                                          {"device", dev},
                                          {"seed", seed},
                                          {"trials", opts_.trials}},
-                                        secs(opts_.timeout_s + 60));
+                                        secs(timeout_s + 60));
     if (pr.status != ReplyStatus::ok) {
         retry = pr.worker_failure();
         return infra((pr.body.value("task_error", false) ? "the task is broken: " : "reference worker: ") + pr.detail);
@@ -313,11 +319,12 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                     {"kernel_names", replies.compile.value("kernel_names", json::array())},
                     {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
                     {"lock_path", opts_.work_dir + "/device.lock"},
-                    {"timeout_s", opts_.timeout_s},
-                    {"cpu_seconds", static_cast<int>(opts_.timeout_s * 8 + 60)},
+                    {"timeout_s", timeout_s},
+                    {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
                     {"threads", is_cpu(dev) ? 1 : 4}};
-    Reply rr = lane->candidate->request(run_req, secs(opts_.timeout_s + 90));
-    if (rr.status != ReplyStatus::ok && rr.status != ReplyStatus::failed) {
+    Reply rr = lane->candidate->request(run_req, secs(timeout_s + 90));
+    // A reply without a failure kind is the fork server's own failure, not the candidate's.
+    if (rr.status != ReplyStatus::ok && !(rr.status == ReplyStatus::failed && rr.body.contains("kind"))) {
         lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
         retry = true;
         return infra("candidate worker: " + rr.detail);
@@ -331,7 +338,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                                               {"job_id", job_id},
                                               {"outputs_path", rr.body["outputs_path"]},
                                               {"tolerances", tolerances}},
-                                             secs(opts_.timeout_s + 60));
+                                             secs(timeout_s + 60));
         if (cmp.status != ReplyStatus::ok) {
             retry = cmp.worker_failure();
             return infra("reference worker: " + cmp.detail);

@@ -48,6 +48,7 @@ struct Job {
     std::string task_source;
     std::string candidate_source;
     std::string backend;  // cuda | triton
+    double timeout_s = 0; // one candidate run; 0: the verifier's default
 };
 
 // The Python the workers run: $KZ_PYTHON, else the one configured at build time.

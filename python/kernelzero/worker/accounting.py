@@ -42,6 +42,7 @@ class LaunchRecorder:
         self.enabled = True
         self.inside = 0            # >0 while a custom launch runs (census ignores its internals)
         self.custom_seconds = 0.0
+        self.launch_error = None   # (kernel name, exception) of the first launch that raised
         self._install()
 
     def _record(self, name):
@@ -80,6 +81,10 @@ class LaunchRecorder:
                     t0 = time.perf_counter()
                     try:
                         return _orig(self_fn, *args, **kwargs)
+                    except BaseException as e:
+                        if rec.launch_error is None:
+                            rec.launch_error = (rec.launches[-1], e)
+                        raise
                     finally:
                         rec.custom_seconds += time.perf_counter() - t0
                         rec.inside -= 1

@@ -66,6 +66,26 @@ def _classify_load_error(e):
     return Failure("runtime_error", "importing the candidate failed: " + text, cuda_error=harness.is_cuda_error(e))
 
 
+# Errors a Triton kernel raises when it is compiled (on the GPU) or first interpreted (on the CPU,
+# where the interpreter reports what the compiler would have rejected as a Python error).
+TRITON_COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct")
+INTERPRETED_COMPILE_ERRORS = ("AttributeError", "NameError", "TypeError", "UnsupportedLanguageConstruct",
+                              "CompilationError")
+
+
+def _forward_failure(e, recorder, when=""):
+    launch = recorder.launch_error
+    if launch is not None:
+        name, err = launch
+        chain = [err] + [c for c in (err.__cause__, err.__context__) if c is not None]
+        kinds = {type(x).__name__ for x in chain}
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if kinds & set(TRITON_COMPILE_ERRORS) or (interpreted and kinds & set(INTERPRETED_COMPILE_ERRORS)):
+            return Failure("compile_error", f"Triton kernel {name} does not compile: {harness.describe_exception(err)}")
+    return Failure("runtime_error", f"forward raised{when}: {harness.describe_exception(e)}",
+                   cuda_error=harness.is_cuda_error(e))
+
+
 def run_job(req, job_dir, recorder):
     device = torch.device(req["device"])
     seed = int(req["seed"])
@@ -139,8 +159,7 @@ def run_job(req, job_dir, recorder):
     except Failure:
         raise
     except BaseException as e:
-        raise Failure("runtime_error", f"forward raised: {harness.describe_exception(e)}",
-                      cuda_error=harness.is_cuda_error(e))
+        raise _forward_failure(e, recorder)
     checks["output_meta"] = "pass"
     checks["inputs_unchanged"] = "pass"
     launches = list(recorder.launches)
@@ -151,12 +170,13 @@ def run_job(req, job_dir, recorder):
     result["all_ops"] = dict(census.all_ops)
 
     inputs0 = harness.make_inputs(task, seed + 1, device)
-    # Ablation: the same call with the candidate's own launches skipped must not still be right.
+    # Ablation: on fresh inputs (so a cached result cannot stand in), the call with the candidate's
+    # own launches skipped must not still be right.
     ablated = None
     if launches:
         recorder.set_enabled(False)
         try:
-            ablated, _ = call(inputs0)
+            ablated, _ = call(harness.make_inputs(task, seed + 301, device))
         except BaseException:
             ablated = None  # the kernels matter enough that forward cannot run without them
         finally:
@@ -181,8 +201,7 @@ def run_job(req, job_dir, recorder):
         result["timing"] = timing
         recheck, _ = call(harness.make_inputs(task, seed + 101, device))
     except BaseException as e:
-        raise Failure("runtime_error", f"forward raised during timing: {harness.describe_exception(e)}",
-                      cuda_error=harness.is_cuda_error(e))
+        raise _forward_failure(e, recorder, " during timing")
 
     outputs = {"trials": trial_outs, "recheck": recheck, "timing": last, "ablated": ablated}
     for name, outs in (("recheck", [recheck]), ("timing", last)):
@@ -237,7 +256,8 @@ class ForkServer:
         os.makedirs(work_root, exist_ok=True)
 
     def run(self, req):
-        job_dir = tempfile.mkdtemp(prefix=f"job-{req.get('job_id', 'x')}-", dir=self.work_root)
+        label = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(req.get("job_id", "x")))[:64]
+        job_dir = tempfile.mkdtemp(prefix=f"job-{label}-", dir=self.work_root)
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:

@@ -15,7 +15,7 @@ TIMING_SETS = 3
 
 def _seeds(seed, trials):
     return {"trials": [seed + 1 + i for i in range(trials)], "recheck": seed + 101,
-            "timing": [seed + 201 + m for m in range(TIMING_SETS)]}
+            "timing": [seed + 201 + m for m in range(TIMING_SETS)], "ablation": seed + 301}
 
 
 class Reference:
@@ -57,7 +57,8 @@ class Reference:
             seeds = _seeds(seed, int(req["trials"]))
             outs = {"trials": [self._run(model, task, s, device) for s in seeds["trials"]],
                     "recheck": self._run(model, task, seeds["recheck"], device),
-                    "timing": [self._run(model, task, s, device) for s in seeds["timing"]]}
+                    "timing": [self._run(model, task, s, device) for s in seeds["timing"]],
+                    "ablation": self._run(model, task, seeds["ablation"], device)}
         except harness.TaskError:
             raise
         except BaseException as e:
@@ -85,7 +86,7 @@ class Reference:
             res["recheck"] = harness.compare(ref["recheck"], got["recheck"], tolerances)
             res["timing"] = [harness.compare(r, o, tolerances) for r, o in zip(ref["timing"], got["timing"])]
             if got.get("ablated") is not None:
-                res["ablation_matches"] = harness.compare(ref["trials"][0], got["ablated"], tolerances)["ok"]
+                res["ablation_matches"] = harness.compare(ref["ablation"], got["ablated"], tolerances)["ok"]
         except (KeyError, TypeError) as e:
             return {"ok": True, "unreadable": "candidate outputs are malformed: " + harness.describe_exception(e)}
         return res

@@ -45,7 +45,7 @@ FILE_PATHS = {"os.open", "os.remove", "os.unlink", "os.rename", "os.renames", "o
               "numpy.memmap", "torch.from_file"}
 FILE_METHODS = {"write_text", "write_bytes", "tofile", "read_text", "read_bytes"}
 SYS_ALLOWED = {"sys.version", "sys.version_info", "sys.maxsize", "sys.float_info", "sys.byteorder",
-               "sys.platform"}
+               "sys.platform", "sys.stdout", "sys.stderr"}
 INTROSPECTION_PATHS = {"torch._C", "torch._dynamo", "torch._guards", "torch.overrides",
                        "torch.utils._python_dispatch", "torch.library", "torch.fx", "triton.runtime",
                        "triton.knobs", "triton.compiler", "triton.testing", "numpy.ctypeslib",
@@ -185,6 +185,17 @@ def check_source(source: str, backend: str) -> Report:
                     rep.fail("forbidden_imports", node, f"star import from {mod}")
                     continue
                 aliases[a.asname or a.name] = f"{mod}.{a.name}"
+
+    # Names bound to something reached from an import (cfg = torch; ev = torch.cuda.Event) are
+    # aliases too, so that assignments through them are seen for what they are.
+    for _ in range(3):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+                path = _dotted(node.value, aliases)
+                if path:
+                    for t in node.targets:
+                        if isinstance(t, ast.Name) and t.id not in aliases:
+                            aliases[t.id] = path
 
     jit_names = set()
     for node in ast.walk(tree):

@@ -8,7 +8,8 @@ kernel was launched" holds.
 
 Why it fools a naive harness: raw pointer access bypasses every torch-level hook (dispatch modes,
 profilers, op counters). With ctypes a candidate can equally read any tensor in the process, poke
-interpreter state, or call libc/libcuda directly (e.g. cuMemcpy on device pointers).
+interpreter state, or call libc/libcuda directly (e.g. cuMemcpy on device pointers). As written
+it reads host memory, so it works on CPU tensors and segfaults on CUDA ones.
 
 Expected: `rejected` (forbidden_imports: ctypes). If it slipped past the static check, the
 kernel-ablation run would still show that the kernel does not matter.

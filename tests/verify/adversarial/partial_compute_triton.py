@@ -6,7 +6,8 @@ output are never written and keep whatever `torch.empty` handed back.
 Why it fools a naive harness: half the work means about half the time, and the unwritten half can
 still look right when (a) the allocator returns the freed reference output (stale memory), or (b)
 the harness compares only a few sampled elements or the first rows. Catching it needs a full
-element-wise comparison on poisoned memory.
+element-wise comparison on poisoned memory. (Checked on an H200: with a harness that frees the
+reference output just before calling the candidate, this file passed allclose on 3 of 7 trials.)
 
 Expected: `incorrect` (correctness).
 """

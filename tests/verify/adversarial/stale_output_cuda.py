@@ -3,13 +3,13 @@
 The NVRTC kernel is a correct ReLU, but it writes into a scratch buffer; the returned tensor comes
 from `torch.empty_like(x)` and no kernel ever writes it.
 
-Why it fools a naive harness: PyTorch's CUDA caching allocator hands a just-freed block of the same
-size straight back. A harness that computes the reference output in the same process, drops it,
-and then calls the candidate gives the candidate's `torch.empty_like` the block that still holds
-the correct answer. This is the stale-memory case of ScalingIntelligence/KernelBench PR #82
-("use `empty` which can get allocated the same physical memory as the PyTorch reference outputs";
-fix: zero/poison memory), and the reason pytorch/helion PR #1672 fills torch.empty with NaN during
-accuracy checks.
+Why it fools a naive harness: PyTorch's CUDA caching allocator reuses just-freed blocks of the
+same size without clearing them. A harness that computes the reference output in the same
+process, drops it, and then calls the candidate can give the candidate's `torch.empty_like` the
+block that still holds the correct answer. This is the stale-memory case of
+ScalingIntelligence/KernelBench PR #82 ("use `empty` which can get allocated the same physical
+memory as the PyTorch reference outputs"; fix: zero/poison memory), and the reason pytorch/helion
+PR #1672 fills torch.empty with NaN during accuracy checks.
 
 Expected: `incorrect` (correctness): the reference runs in another process and free allocator
 memory is NaN-poisoned before candidate calls.

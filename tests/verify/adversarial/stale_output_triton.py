@@ -4,8 +4,8 @@ The kernel is genuine, but it writes its result into a scratch buffer; the tenso
 comes from `torch.empty_like(x)` and is never written by any kernel.
 
 Why it fools a naive harness: a harness that runs the reference model in the same process, frees
-the reference output and then calls the candidate hands the candidate's `torch.empty_like` the
-very block the caching allocator just released -- which still holds the correct answer. The
+the reference output and then calls the candidate can hand the candidate's `torch.empty_like` the
+block the caching allocator just released -- which still holds the correct answer. The
 "output" then compares equal even though nothing was computed into it. This is the stale-memory
 case in ScalingIntelligence/KernelBench PR #82 ("Eval Unit Tests for Adversarial Eval Testing"),
 the reason pytorch/helion PR #1672 fills uninitialised memory with NaN during accuracy checks, and

@@ -1,7 +1,9 @@
 """BAD INPUT: the file is not valid UTF-8.
 
-The comment below contains raw Latin-1 bytes (0xE9, 0xFF, 0xFE), which are invalid UTF-8, and the
-file has no coding declaration, so Python refuses to read it as source.
+This docstring ("café", Latin-1), the string constant below and a comment contain raw bytes
+(0xE9, 0xFF, 0xFE) that are invalid UTF-8, and the file has no coding declaration. CPython's own
+tokenizer skips undecodable bytes inside comments, so they are also put in string literals, where
+compile() fails with "(unicode error) 'utf-8' codec can't decode byte".
 
 Expected: `format_error` (syntax).
 """
@@ -11,6 +13,7 @@ import triton
 import triton.language as tl
 
 # café ÿþ <- invalid UTF-8 bytes
+_LABEL = "relu café ÿþ"
 
 
 @triton.jit
