@@ -1,0 +1,197 @@
+// The kernelzero binary as a user drives it: usage errors, single verdicts, batches that are resumed,
+// killed with SIGKILL and interrupted with SIGINT without losing or duplicating a finished result.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "common/files.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kBin = KZ_BINARY;
+const std::string kSrc = KZ_SOURCE_DIR;
+
+struct Run {
+    int code = -1;
+    std::string out, err;
+};
+
+// Runs the binary to completion (or until `kill_when` returns true, then sends `sig`).
+Run run(std::vector<std::string> args, const std::string& dir, std::function<bool()> kill_when = nullptr,
+        int sig = SIGKILL) {
+    std::string out_path = dir + "/stdout.txt", err_path = dir + "/stderr.txt";
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen(out_path.c_str(), "w", stdout);
+        freopen(err_path.c_str(), "w", stderr);
+        std::vector<char*> argv;
+        std::string bin = kBin;
+        argv.push_back(bin.data());
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(kBin.c_str(), argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (kill_when && kill_when()) {
+            kill(pid, sig);
+            kill_when = nullptr;
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    Run res;
+    res.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    res.out = kz::read_file(out_path);
+    res.err = kz::read_file(err_path);
+    return res;
+}
+
+std::vector<json> results(const std::string& path) {
+    std::vector<json> v;
+    std::ifstream f(path);
+    std::string line;
+    while (std::getline(f, line)) v.push_back(json::parse(line));  // throws on a partial line
+    return v;
+}
+
+struct CliTest : ::testing::Test {
+    std::string dir = kz::make_temp_dir(fs::temp_directory_path().string(), "kz-cli-test-");
+    std::string cache = dir + "/cache";
+    ~CliTest() override { fs::remove_all(dir); }
+
+    std::string task(const std::string& name) { return kSrc + "/tests/verify/adversarial/tasks/" + name; }
+    std::string good() { return kSrc + "/examples/known_good/triton/relu.py"; }
+    std::string good_task() { return kSrc + "/examples/known_good/tasks/relu.py"; }
+
+    // A jobs file: two quick verdicts, one hang (timeout), two more quick ones.
+    std::string jobs_file() {
+        std::string p = dir + "/jobs.jsonl";
+        std::ofstream f(p);
+        auto line = [&](const std::string& id, const std::string& t, const std::string& c, double timeout) {
+            f << json{{"id", id}, {"task", t}, {"candidate", c}, {"backend", "triton"}, {"timeout", timeout}}.dump()
+              << "\n";
+        };
+        line("good-1", good_task(), good(), 60);
+        line("zero", task("relu.py"), kSrc + "/tests/verify/adversarial/zero_output_triton.py", 60);
+        line("hang", task("relu.py"), kSrc + "/tests/verify/adversarial/hang_triton.py", 4);
+        line("good-2", good_task(), good(), 60);
+        f << "this line is not json\n";
+        line("missing", task("relu.py"), dir + "/no-such-candidate.py", 60);
+        return p;
+    }
+    std::vector<std::string> batch_args(const std::string& jobs, const std::string& out) {
+        return {"verify", "--jobs", jobs, "--out", out, "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache,
+                "--no-progress"};
+    }
+};
+
+}  // namespace
+
+TEST_F(CliTest, UsageErrorsAreOneLineAndExitTwo) {
+    auto r = run({"verify", "--task", task("relu.py")}, dir);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("needs --task, --candidate and --backend"), std::string::npos) << r.err;
+    r = run({"verify", "--task", dir + "/nope.py", "--candidate", good(), "--backend", "triton", "--device", "cpu"}, dir);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("file not found"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    r = run({"verify", "--task", good_task(), "--candidate", good(), "--backend", "cuda", "--device", "cpu"}, dir);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
+    r = run({"verify", "--task", good_task(), "--candidate", good(), "--backend", "metal"}, dir);
+    EXPECT_EQ(r.code, 2);
+    r = run({"verify", "--jobs", dir + "/none.jsonl"}, dir);
+    EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(CliTest, SingleVerdictIsJsonOnTheLastLine) {
+    auto r = run({"verify", "--task", good_task(), "--candidate", good(), "--backend", "triton", "--device", "cpu",
+                  "--timing-iters", "3", "--cache-dir", cache, "--json"},
+                 dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+    json v = json::parse(last);
+    EXPECT_EQ(v["status"], "correct") << v.dump();
+    EXPECT_EQ(v["timing_source"], "cpu_interpreter");
+    EXPECT_EQ(v["trials"]["run"], 5);
+    EXPECT_TRUE(v["runtime_ms"].is_object());
+    // A verdict that says "incorrect" is still exit code 0.
+    r = run({"verify", "--task", task("relu.py"), "--candidate", kSrc + "/tests/verify/adversarial/zero_output_triton.py",
+             "--backend", "triton", "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache, "--json"},
+            dir);
+    EXPECT_EQ(r.code, 0);
+    EXPECT_NE(r.out.find("\"status\":\"incorrect\""), std::string::npos);
+}
+
+TEST_F(CliTest, BatchWritesEveryJobOnceAndResumeSkipsFinished) {
+    std::string out = dir + "/results.jsonl";
+    auto r = run(batch_args(jobs_file(), out), dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto res = results(out);
+    std::map<std::string, std::string> status;
+    for (auto& j : res) status[j["id"]] = j["status"];
+    EXPECT_EQ(res.size(), 6u);
+    EXPECT_EQ(status["good-1"], "correct");
+    EXPECT_EQ(status["good-2"], "correct");
+    EXPECT_EQ(status["zero"], "incorrect");
+    EXPECT_EQ(status["hang"], "timeout");
+    EXPECT_EQ(status["line-5"], "format_error");
+    EXPECT_EQ(status["missing"], "format_error");
+    auto again = run(batch_args(dir + "/jobs.jsonl", out), dir);
+    EXPECT_EQ(again.code, 0);
+    EXPECT_EQ(results(out).size(), 6u);
+    EXPECT_NE(again.out.find("verified 0 of 0 jobs (6 already"), std::string::npos) << again.out;
+}
+
+TEST_F(CliTest, KillNineMidBatchLosesAndDuplicatesNothing) {
+    std::string out = dir + "/results.jsonl";
+    std::string jobs = jobs_file();
+    // Kill the controller while the hang is running, after the first results are on disk.
+    auto r = run(batch_args(jobs, out), dir, [&] {
+        std::error_code ec;
+        return fs::exists(out, ec) && results(out).size() >= 2;
+    });
+    EXPECT_EQ(r.code, 128 + SIGKILL);
+    auto partial = results(out);  // every line parses: nothing half-written
+    EXPECT_GE(partial.size(), 2u);
+    std::this_thread::sleep_for(2500ms);  // orphaned workers notice and exit
+    auto resumed = run(batch_args(jobs, out), dir);
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    auto all = results(out);
+    std::multiset<std::string> ids;
+    for (auto& j : all) ids.insert(j["id"].get<std::string>());
+    for (const char* id : {"good-1", "zero", "hang", "good-2", "line-5", "missing"}) EXPECT_EQ(ids.count(id), 1u) << id;
+    EXPECT_EQ(all.size(), 6u);
+}
+
+TEST_F(CliTest, CtrlCStopsAndKeepsFinishedResults) {
+    std::string out = dir + "/results.jsonl";
+    std::string jobs = jobs_file();
+    auto r = run(batch_args(jobs, out), dir, [&] {
+        std::error_code ec;
+        return fs::exists(out, ec) && results(out).size() >= 1;
+    }, SIGINT);
+    EXPECT_EQ(r.code, 130) << r.err << r.out;
+    EXPECT_NE(r.out.find("interrupted"), std::string::npos);
+    auto kept = results(out);
+    EXPECT_GE(kept.size(), 1u);
+    for (auto& j : kept) EXPECT_NE(j["status"], "infra_error") << j.dump();  // no artefact of the interruption
+    auto resumed = run(batch_args(jobs, out), dir);
+    EXPECT_EQ(resumed.code, 0);
+    EXPECT_EQ(results(out).size(), 6u);
+}
