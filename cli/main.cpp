@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "engine/torch_info.h"
+#include "verify/results_summary.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"KernelZero: train LLMs to write fast, correct GPU kernels"};
@@ -15,6 +16,12 @@ int main(int argc, char** argv) {
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;
     info_cmd->add_flag("--json", info_json, "Print JSON");
+
+    auto* results_cmd = app.add_subcommand("results", "Summarise a verify results file (JSONL)");
+    std::string results_path;
+    bool results_json = false;
+    results_cmd->add_option("file", results_path, "RESULTS.jsonl")->required();
+    results_cmd->add_flag("--json", results_json, "Print JSON");
 
     try {
         app.parse(argc, argv);
@@ -34,6 +41,24 @@ int main(int argc, char** argv) {
         if (info_json) std::cout << j.dump() << "\n";
         else std::cout << "libtorch " << j["libtorch"].get<std::string>() << ", CUDA "
                        << (t.cuda_available ? std::to_string(t.cuda_devices) + " device(s)" : "not available") << "\n";
+        return 0;
+    }
+    if (results_cmd->parsed()) {
+        try {
+            auto s = kz::summarize_results(results_path).to_json();
+            if (results_json) {
+                std::cout << s.dump() << "\n";
+            } else {
+                std::cout << "jobs: " << s["jobs"] << "  by status: " << s["by_status"].dump() << "\n"
+                          << "total_s:   " << s["total_s"].dump() << "\n"
+                          << "compile_s: " << s["compile_s"].dump() << "\n";
+                if (s.contains("geomean_speedup_eager"))
+                    std::cout << "geomean speedup vs eager (correct): " << s["geomean_speedup_eager"] << "\n";
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "kernelzero results: %s\n", e.what());
+            return 2;
+        }
         return 0;
     }
     return verify();

@@ -11,7 +11,9 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
               nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev)
 TORCH_VERSION=2.11.0
 TRITON_VERSION=3.6.0
-NUMPY_SPEC="numpy>=2,<3"
+# Triton 3.6's CPU interpreter calls int() on one-element arrays, which numpy 2.4 refuses: a loop over
+# a runtime bound (`for k in range(0, K, BLOCK)`) fails under TRITON_INTERPRET=1 with numpy >= 2.4.
+NUMPY_SPEC="numpy>=2,<2.4"
 
 log() { printf '[setup] %s\n' "$*"; }
 
@@ -33,13 +35,9 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-want="torch==$TORCH_VERSION triton==$TRITON_VERSION"
-have=$(.venv/bin/python -c 'import torch, triton, numpy; print(f"torch=={torch.__version__.split(\"+\")[0]} triton=={triton.__version__}")' 2>/dev/null || true)
-if [[ "$have" != "$want" ]]; then
-  log "pip: installing $want numpy"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC"
-fi
+log "pip: torch==$TORCH_VERSION triton==$TRITON_VERSION $NUMPY_SPEC (no-op when satisfied)"
+.venv/bin/python -m pip install -q --disable-pip-version-check \
+  "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC"
 
 TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
 log "configuring against libtorch at $TORCH_PREFIX"

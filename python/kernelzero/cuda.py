@@ -14,7 +14,7 @@ import ctypes.util
 import glob
 import hashlib
 import os
-import struct
+import re
 import threading
 
 __all__ = ["compile", "compile_to_cubin", "CompileError", "LaunchError", "Module", "Kernel",
@@ -215,17 +215,46 @@ def set_launch_hook(hook) -> None:
     _launch_state["hook"] = hook
 
 
+_KERNEL_SIG = re.compile(
+    r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
+    r'(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)')
+_FLOAT_TYPES = {"float", "double", "half", "__half", "__nv_bfloat16", "nv_bfloat16"}
+
+
+def parameter_kinds(source: str) -> dict:
+    """{kernel name: ["pointer"|"float"|"int", ...]} for the extern "C" kernels whose signature can be
+    read from the source. The driver reports only each parameter's size, so without this a Python int
+    passed to a float parameter would be packed as an integer's bits."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    kinds = {}
+    for name, params in _KERNEL_SIG.findall(text):
+        out = []
+        for p in (x.strip() for x in params.split(",")):
+            if not p or p == "void":
+                continue
+            if "*" in p or "[" in p or "&" in p:
+                out.append("pointer")
+            elif set(re.findall(r"[A-Za-z_]\w*", p)) & _FLOAT_TYPES:
+                out.append("float")
+            else:
+                out.append("int")
+        kinds[name] = out
+    return kinds
+
+
 def _device_arch(torch, device_index):
     major, minor = torch.cuda.get_device_capability(device_index)
     return f"sm_{major}{minor}"
 
 
 class Kernel:
-    def __init__(self, module, name, handle):
+    def __init__(self, module, name, handle, kinds=None):
         self._module = module
         self.name = name
         self._handle = handle
         self._param_sizes = self._read_param_sizes()
+        self._kinds = kinds if kinds and self._param_sizes is not None and len(kinds) == len(self._param_sizes) \
+            else None
 
     def _read_param_sizes(self):
         lib = _cuda_lib()
@@ -242,6 +271,16 @@ class Kernel:
 
     def _pack(self, i, arg, size):
         torch = self._module._torch
+        kind = self._kinds[i] if self._kinds else None
+        if kind == "pointer" and not isinstance(arg, torch.Tensor):
+            raise LaunchError(f"{self.name}: argument {i} must be a tensor (the parameter is a pointer), "
+                              f"got {type(arg).__name__}")
+        if kind in ("int", "float") and isinstance(arg, torch.Tensor):
+            raise LaunchError(f"{self.name}: argument {i} is a tensor but the parameter is a {kind} scalar")
+        if kind == "float" and isinstance(arg, (bool, int)):
+            arg = float(arg)
+        if kind == "int" and isinstance(arg, float):
+            raise LaunchError(f"{self.name}: argument {i} is a float but the parameter is an integer")
         if isinstance(arg, torch.Tensor):
             if arg.device.type != "cuda":
                 raise LaunchError(f"{self.name}: argument {i} is a tensor on {arg.device}, not on the CUDA device")
@@ -300,8 +339,9 @@ class Kernel:
 class Module:
     """A loaded NVRTC module; attribute access returns its `extern "C"` kernels."""
 
-    def __init__(self, cubin, torch, device_index):
+    def __init__(self, cubin, torch, device_index, kinds=None):
         self._torch = torch
+        self._param_kinds = kinds or {}
         self._device = device_index
         self._kernels = {}
         lib = _cuda_lib()
@@ -323,7 +363,7 @@ class Module:
             if res != 0:
                 raise AttributeError(f"no kernel named {name!r} in this module (kernels must be "
                                      f"declared extern \"C\" __global__)")
-            k = self._kernels[name] = Kernel(self, name, fn)
+            k = self._kernels[name] = Kernel(self, name, fn, self._param_kinds.get(name))
         return k
 
 
@@ -334,4 +374,4 @@ def compile(source: str, options=(), device=None) -> Module:  # noqa: A001 - the
         raise LaunchError("kernelzero.cuda needs a CUDA device")
     idx = torch.cuda.current_device() if device is None else torch.device(device).index or 0
     cubin, _ = compile_to_cubin(source, _device_arch(torch, idx), options)
-    return Module(cubin, torch, idx)
+    return Module(cubin, torch, idx, parameter_kinds(source))

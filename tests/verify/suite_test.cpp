@@ -3,7 +3,8 @@
 //   suite_test --manifest M.json --device cpu|cuda [--lanes N] [--timing-iters N] [gtest flags]
 // A manifest is {"cases": [{"name", "task", "candidate", "backend", "timeout"?, "policy"?,
 //   "expect": {"cpu"|"cuda": {"status": S, "failed_any": [check, ...]?}}}]}, paths relative to it.
-// Cases without an expectation for the device are not run.
+// Cases without an expectation for the device are not run. The build cache is --cache-dir, else
+// $KZ_CACHE_DIR, else a fresh temporary directory.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -62,13 +63,14 @@ std::vector<Case> g_cases;
 int main(int argc, char** argv) {
     ::testing::InitGoogleTest(&argc, argv);
     std::string manifest, device = "cpu", cache_dir;
-    int lanes = 1, timing_iters = 10;
+    int lanes = 1, timing_iters = 10, compile_workers = 0;
     for (int i = 1; i + 1 < argc; ++i) {
         std::string a = argv[i];
         if (a == "--manifest") manifest = argv[++i];
         else if (a == "--device") device = argv[++i];
         else if (a == "--lanes") lanes = std::stoi(argv[++i]);
         else if (a == "--timing-iters") timing_iters = std::stoi(argv[++i]);
+        else if (a == "--compile-workers") compile_workers = std::stoi(argv[++i]);
         else if (a == "--cache-dir") cache_dir = argv[++i];
     }
     if (manifest.empty()) {
@@ -100,7 +102,9 @@ int main(int argc, char** argv) {
     kz::VerifyOptions o;
     o.device = device;
     o.lanes = lanes;
-    o.compile_workers = 1;
+    o.compile_workers = compile_workers > 0 ? compile_workers : lanes;
+    if (cache_dir.empty())
+        if (const char* env = std::getenv("KZ_CACHE_DIR"); env && *env) cache_dir = env;  // shared across suites
     o.timing_iters = timing_iters;
     o.cache_dir = cache_dir.empty() ? kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-suite-cache-")
                                     : cache_dir;
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     size_t next = 0;
     auto t0 = kz::Clock::now();
     std::vector<std::thread> threads;
-    for (int i = 0; i < lanes + 1; ++i)
+    for (int i = 0; i < lanes + o.compile_workers; ++i)
         threads.emplace_back([&] {
             for (;;) {
                 Case* c;

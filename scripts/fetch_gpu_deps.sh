@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run on a machine with Debian's package archive (not on the GPU machine, which has no network):
+# downloads the Debian -dev packages the build needs into .deps/debs, for scripts/gpu_test.sh to
+# unpack there. The folder is git-ignored; carry it to the GPU machine with the repo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(nlohmann-json3-dev libcli11-dev libsqlite3-dev libsqlite3-0 libssl-dev libssl3 libgtest-dev libgmock-dev)
+mkdir -p .deps/debs
+[[ -n "$(ls /var/lib/apt/lists 2>/dev/null | grep -v lock)" ]] || apt-get update -qq
+(cd .deps/debs && apt-get download "${PKGS[@]}")
+ls -la .deps/debs

@@ -1,0 +1,26 @@
+"""Parity pair (fast path): a ReLU whose grid covers only half of the tensor. Expected: incorrect,
+exactly as its load_inline twin (relu_partial_inline.py)."""
+import torch
+import torch.nn as nn
+from kernelzero import cuda as kzc
+
+CUDA_SRC = r'''
+extern "C" __global__ void relu_half(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+'''
+kernels = kzc.compile(CUDA_SRC)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        half = n // 2
+        kernels.relu_half(grid=((half + 255) // 256,), block=(256,), args=(x, y, half))
+        return y

@@ -1,0 +1,76 @@
+#include "verify/results_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+namespace kz {
+
+using nlohmann::json;
+
+Spread spread_of(std::vector<double> v) {
+    Spread s;
+    s.n = static_cast<int>(v.size());
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    auto q = [&](double p) {
+        double idx = p * (v.size() - 1);
+        size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
+        return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+    };
+    s.median = q(0.5);
+    s.p10 = q(0.1);
+    s.p90 = q(0.9);
+    s.min = v.front();
+    s.max = v.back();
+    return s;
+}
+
+static json spread_json(const Spread& s) {
+    return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"p10", s.p10}, {"p90", s.p90}, {"n", s.n}};
+}
+
+json ResultsSummary::to_json() const {
+    json j = {{"jobs", jobs}, {"by_status", by_status}, {"total_s", spread_json(total_s)},
+              {"compile_s", spread_json(compile_s)}, {"runtime_ms", spread_json(runtime_ms)}};
+    if (!speedups.empty()) {
+        double logsum = 0;
+        for (double s : speedups) logsum += std::log(s);
+        j["geomean_speedup_eager"] = std::exp(logsum / speedups.size());
+    }
+    return j;
+}
+
+ResultsSummary summarize_results(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw std::runtime_error("cannot read " + path);
+    std::map<std::string, json> last;
+    std::string line;
+    while (std::getline(f, line)) {
+        try {
+            json j = json::parse(line);
+            if (j.is_object() && j.contains("id")) last[j["id"].get<std::string>()] = j;
+        } catch (const json::exception&) {
+        }
+    }
+    ResultsSummary s;
+    std::vector<double> total, compile, runtime;
+    for (auto& [id, j] : last) {
+        ++s.jobs;
+        ++s.by_status[j.value("status", std::string("?"))];
+        if (j.contains("total_s") && j["total_s"].is_number()) total.push_back(j["total_s"].get<double>());
+        if (j.contains("compile_s") && j["compile_s"].is_number()) compile.push_back(j["compile_s"].get<double>());
+        if (j.contains("runtime_ms") && j["runtime_ms"].is_object())
+            runtime.push_back(j["runtime_ms"].value("median", 0.0));
+        if (j.value("status", "") == "correct" && j.contains("speedup_eager") && j["speedup_eager"].is_number() &&
+            j["speedup_eager"].get<double>() > 0)
+            s.speedups.push_back(j["speedup_eager"].get<double>());
+    }
+    s.total_s = spread_of(total);
+    s.compile_s = spread_of(compile);
+    s.runtime_ms = spread_of(runtime);
+    return s;
+}
+
+}  // namespace kz
