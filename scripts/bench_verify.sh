@@ -6,12 +6,12 @@
 #      first with cold caches (baselines and builds), then with the baselines cached (the RL steady
 #      state: the task pool's baselines are measured once) and new kernels;
 #   3. the anchor (../shared/anchors/compile_paths.py: load_inline vs NVRTC vs Triton) in the same command.
-# Usage: scripts/bench_verify.sh BUILD_DIR OUT_DIR [ANCHORS_DIR]
+# Usage: scripts/bench_verify.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?build dir}
 OUTD=${2:?out dir}
-ANCHORS=${3:-../shared/anchors}
+ANCHORS=$(cd "${3:-../shared/anchors}" 2>/dev/null && pwd || true)
 KZ=$BUILD/kernelzero
 PY=${KZ_PYTHON:-python3}
 WORK=$(mktemp -d /tmp/kz-bench-XXXXXX)

@@ -31,6 +31,7 @@ cmake --build "$BUILD" > "$LOGS/build.log" 2>&1 || { grep -E "error" -A5 "$LOGS/
 echo "[gpu_test] built in $(( $(date +%s) - t0 )) s"
 ./"$BUILD"/kernelzero info
 
+[[ "${KZ_TEST_LABEL:-gpu}" == none ]] && exit 0
 t0=$(date +%s)
 (cd "$BUILD" && ctest -L "${KZ_TEST_LABEL:-gpu}" --output-on-failure) > "$LOGS/ctest.log" 2>&1
 rc=$?

@@ -58,6 +58,7 @@ json Verdict::to_json() const {
     j["device"] = device;
     j["backend"] = backend;
     j["attempts"] = attempts;
+    j["stages"] = stages;
     j["log"] = log;
     return j;
 }
@@ -105,6 +106,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     Verdict v;
     v.device = r.device;
     v.backend = r.backend;
+    v.stages = r.stages;
+    if (r.run.is_object() && r.run.contains("stages") && r.run["stages"].is_object()) v.stages["candidate"] = r.run["stages"];
     const bool on_cpu = r.device.rfind("cpu", 0) == 0;
     const json& c = r.compile;
 

@@ -33,6 +33,7 @@ struct Verdict {
     double compile_s = 0, total_s = 0;
     std::string device, backend, log;
     int attempts = 1;
+    nlohmann::json stages = nlohmann::json::object();  // seconds per named stage (controller and child)
 
     bool correct() const { return status == Status::correct; }
     nlohmann::json to_json() const;
@@ -52,6 +53,7 @@ struct JobReplies {
     nlohmann::json baseline;   // cached or fresh reference timings
     std::string device;        // "cpu" or "cuda:N"
     std::string backend;
+    nlohmann::json stages = nlohmann::json::object();  // controller stage -> seconds
 };
 
 // Applies the verification rules in order; never throws on odd replies (they become infra_error).

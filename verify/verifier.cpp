@@ -254,8 +254,15 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     auto infra = [&](const std::string& why) { return early_verdict(Status::infra_error, why, opts_.device, job.backend); };
 
     // Compile side.
+    auto mark = Clock::now();
+    auto lap = [&](const char* name) {
+        auto now = Clock::now();
+        replies.stages[name] = std::chrono::duration<double>(now - mark).count();
+        mark = now;
+    };
     Worker* comp = take_compiler();
     if (!comp) return infra("the verifier is shutting down");
+    lap("wait_compile_worker");
     Reply cr = comp->request({{"op", "compile"},
                               {"source", job.candidate_source},
                               {"backend", job.backend},
@@ -265,6 +272,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                               {"timeout_s", opts_.compile_timeout_s}},
                              secs(opts_.compile_timeout_s + 60));
     give_compiler(comp);
+    lap("compile");
     if (cr.status != ReplyStatus::ok) {
         retry = cr.worker_failure();
         return infra("compile worker: " + cr.detail);
@@ -275,6 +283,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
 
     Lane* lane = take_lane();
     if (!lane) return infra("the verifier is shutting down");
+    lap("wait_lane");
     struct Release {
         Verifier* v;
         Lane* l;
@@ -285,6 +294,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     std::string berr;
     bool bfail = false;
     replies.baseline = baseline_for(*lane, job, berr, bfail);
+    lap("baseline");
     if (replies.baseline.is_null()) {
         retry = bfail;
         return infra((bfail ? "reference worker: " : "the task cannot be timed: ") + berr);
@@ -300,6 +310,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                                          {"seed", seed},
                                          {"trials", opts_.trials}},
                                         secs(timeout_s + 60));
+    lap("reference");
     if (pr.status != ReplyStatus::ok) {
         retry = pr.worker_failure();
         return infra((pr.body.value("task_error", false) ? "the task is broken: " : "reference worker: ") + pr.detail);
@@ -323,6 +334,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                     {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
                     {"threads", is_cpu(dev) ? 1 : 4}};
     Reply rr = lane->candidate->request(run_req, secs(timeout_s + 90));
+    lap("candidate_run");
     // A reply without a failure kind is the fork server's own failure, not the candidate's.
     if (rr.status != ReplyStatus::ok && !(rr.status == ReplyStatus::failed && rr.body.contains("kind"))) {
         lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
@@ -344,6 +356,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
             return infra("reference worker: " + cmp.detail);
         }
         replies.compare = cmp.body;
+        lap("compare");
     } else {
         lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
     }

@@ -212,6 +212,8 @@ def launches_enabled(flag: bool) -> None:
 
 
 def set_launch_hook(hook) -> None:
+    """hook(kernel_name, "start") before every launch (also when launches are off) and
+    hook(kernel_name, "end") after it."""
     _launch_state["hook"] = hook
 
 
@@ -319,7 +321,7 @@ class Kernel:
             raise LaunchError(f"{self.name}: takes {len(self._param_sizes)} arguments, got {len(args)}")
         hook = _launch_state["hook"]
         if hook is not None:
-            hook(self.name)
+            hook(self.name, "start")
         if not _launch_state["enabled"]:
             return
         packed = [self._pack(i, a, self._param_sizes[i] if self._param_sizes else None)
@@ -334,6 +336,8 @@ class Kernel:
                                      ctypes.c_uint(block[2]), ctypes.c_uint(int(shared_mem)),
                                      ctypes.c_void_p(stream), ptrs, None),
                   f"launching {self.name}")
+        if hook is not None:
+            hook(self.name, "end")
 
 
 class Module:

@@ -46,8 +46,8 @@ def main():
                                                     "arch": _arch(torch, req["device"])}}
         else:
             from .candidate import ForkServer
-            server = ForkServer(args.work_root)
-            handlers = {"run": server.run}
+            server = ForkServer(args.work_root, args.device)
+            handlers = {"run": server.run, "warm": server.warm}
     handlers["ping"] = lambda req: {"ok": True}
     protocol.write_frame(proto_out, hello)
 

@@ -43,18 +43,37 @@ class LaunchRecorder:
         self.inside = 0            # >0 while a custom launch runs (census ignores its internals)
         self.custom_seconds = 0.0
         self.launch_error = None   # (kernel name, exception) of the first launch that raised
+        self.measuring = False     # while True, CUDA events bracket every custom launch
+        self.spans = []
+        self._open = None
         self._install()
 
     def _record(self, name):
         self.launches.append(name)
+
+    def _span_start(self):
+        if self.measuring and self.enabled:
+            self._open = torch.cuda.Event(enable_timing=True)
+            self._open.record()
+
+    def _span_end(self):
+        if self.measuring and self._open is not None:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.spans.append((self._open, end))
+            self._open = None
 
     def _install(self):
         rec = self
         try:
             from kernelzero import cuda as kzc
 
-            def hook(name):
-                rec._record(name)
+            def hook(name, phase):
+                if phase == "start":
+                    rec._record(name)
+                    rec._span_start()
+                else:
+                    rec._span_end()
             kzc.set_launch_hook(hook)
             self._kzc = kzc
         except Exception:
@@ -79,6 +98,7 @@ class LaunchRecorder:
                         return None
                     rec.inside += 1
                     t0 = time.perf_counter()
+                    rec._span_start()
                     try:
                         return _orig(self_fn, *args, **kwargs)
                     except BaseException as e:
@@ -86,6 +106,7 @@ class LaunchRecorder:
                             rec.launch_error = (rec.launches[-1], e)
                         raise
                     finally:
+                        rec._span_end()
                         rec.custom_seconds += time.perf_counter() - t0
                         rec.inside -= 1
                 cls.run = run
@@ -116,6 +137,46 @@ class LibraryOpCensus(TorchDispatchMode):
             if name not in LAYOUT_OPS:
                 self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
+
+
+class _OpSpans(TorchDispatchMode):
+    """CUDA events around every torch operator run outside the candidate's own launches."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+        self.spans = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.recorder.inside:
+            return func(*args, **(kwargs or {}))
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = func(*args, **(kwargs or {}))
+        end.record()
+        self.spans.append((start, end))
+        return out
+
+
+def event_kernel_share(fn, inputs, recorder, device):
+    """Share of GPU time in the candidate's own kernels, from CUDA events around each of its launches
+    and around each torch operator (allocations cost ~0). Used when every custom launch goes through
+    our hooks (Triton, kernelzero.cuda): far cheaper than starting the profiler in every process."""
+    torch.cuda.synchronize(device)
+    recorder.spans = []
+    recorder.measuring = True
+    ops = _OpSpans(recorder)
+    try:
+        with torch.no_grad(), ops:
+            fn(*inputs)
+        torch.cuda.synchronize(device)
+    finally:
+        recorder.measuring = False
+    custom = sum(s.elapsed_time(e) for s, e in recorder.spans)
+    other = sum(s.elapsed_time(e) for s, e in ops.spans)
+    total = custom + other
+    return custom / total if total > 0 else None
 
 
 def gpu_kernel_share(fn, inputs, kernel_names, device):

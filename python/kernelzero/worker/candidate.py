@@ -90,8 +90,16 @@ def run_job(req, job_dir, recorder):
     device = torch.device(req["device"])
     seed = int(req["seed"])
     checks = {}
+    stages = {}
     result = {"checks": checks, "compile_s": None, "timing": None, "custom_fraction": None,
-              "launches": 0, "library_ops": {}, "outputs_path": None, "cpu_custom_fraction": None}
+              "launches": 0, "library_ops": {}, "outputs_path": None, "cpu_custom_fraction": None,
+              "stages": stages}
+    clock = [time.perf_counter()]
+
+    def stage(name):
+        now = time.perf_counter()
+        stages[name] = now - clock[0]
+        clock[0] = now
     if req.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
     try:
@@ -121,6 +129,7 @@ def run_job(req, job_dir, recorder):
                       cuda_error=harness.is_cuda_error(e))
     del ref_model
     result["compile_s"] = time.perf_counter() - t0
+    stage("load_s")
 
     expected = req["expected_meta"]
     poison_sizes = [req.get("expected_bytes", 0)]
@@ -162,6 +171,7 @@ def run_job(req, job_dir, recorder):
         raise _forward_failure(e, recorder)
     checks["output_meta"] = "pass"
     checks["inputs_unchanged"] = "pass"
+    stage("trials_s")
     launches = list(recorder.launches)
     result["launches"] = len(launches)
     if device.type == "cpu" and forward_seconds > 0:
@@ -182,16 +192,23 @@ def run_job(req, job_dir, recorder):
         finally:
             recorder.set_enabled(True)
         harness.sync(device)
+    stage("ablation_s")
 
     if device.type == "cuda":
         try:
-            frac, per_kernel = accounting.gpu_kernel_share(model, inputs0, req.get("kernel_names", []), device)
-            result["custom_fraction"] = frac
-            result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
+            if launches:
+                # The launches go through our hooks: CUDA events around each one are enough.
+                result["custom_fraction"] = accounting.event_kernel_share(model, inputs0, recorder, device)
+            else:
+                # Kernels launched from C++ (load_inline) are visible only to the profiler.
+                frac, per_kernel = accounting.gpu_kernel_share(model, inputs0, req.get("kernel_names", []), device)
+                result["custom_fraction"] = frac
+                result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
         except BaseException as e:
             if harness.is_cuda_error(e):
                 raise Failure("runtime_error", f"forward raised: {harness.describe_exception(e)}", cuda_error=True)
             result["profiler_error"] = harness.describe_exception(e)
+    stage("kernel_share_s")
 
     try:
         sets = [harness.make_inputs(task, seed + 201 + m, device) for m in range(3)]
@@ -199,6 +216,7 @@ def run_job(req, job_dir, recorder):
                                              int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
                                              lock_path=req.get("lock_path"))
         result["timing"] = timing
+        stage("timing_s")
         recheck, _ = call(harness.make_inputs(task, seed + 101, device))
     except BaseException as e:
         raise _forward_failure(e, recorder, " during timing")
@@ -216,21 +234,53 @@ def run_job(req, job_dir, recorder):
     path = os.path.join(job_dir, "outputs.pt")
     torch.save(outputs, path)
     result["outputs_path"] = path
+    stage("recheck_and_save_s")
     return result
 
 
-def child_main(req, job_dir, write_fd):
-    """Runs in the forked child; never returns."""
+def _close_other_fds(keep):
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def spare_main(job_fd, result_fd, job_dir, device):
+    """A pre-forked child: confines itself and opens the device *before* its job exists, so that neither
+    is on a job's critical path; then reads one job, runs it, reports and exits. Never returns."""
     code = 0
     try:
+        _close_other_fds({job_fd, result_fd})
         log_fd = os.open(os.path.join(job_dir, "log.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        applied = sandbox.confine(job_dir, cpu_seconds=int(req.get("cpu_seconds", 3600)),
-                                  max_file_bytes=int(req.get("max_file_bytes", 4 << 30)))
-        torch.set_num_threads(int(req.get("threads", 2)))
+        t0 = time.perf_counter()
+        applied = sandbox.confine(job_dir, cpu_seconds=None, max_file_bytes=4 << 30)
         recorder = accounting.LaunchRecorder()
+        if torch.device(device).type == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device=device)  # creates the context and the allocator
+            torch.cuda.synchronize(device)
+        warm_s = time.perf_counter() - t0
+        data = _read_all(job_fd)
+        if not data:
+            os._exit(0)  # discarded spare
+        req = json.loads(data.decode())
+        sandbox.limit_cpu(int(req.get("cpu_seconds", 3600)))
+        torch.set_num_threads(int(req.get("threads", 2)))
         try:
             result = run_job(req, job_dir, recorder)
             result["ok"] = True
@@ -240,30 +290,87 @@ def child_main(req, job_dir, write_fd):
             result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
                       "cuda_error": harness.is_cuda_error(e), "trace": traceback.format_exc()[-2000:]}
         result["sandbox"] = applied
-        data = json.dumps(result, default=str, allow_nan=True).encode()
-        while data:
-            n = os.write(write_fd, data)
-            data = data[n:]
+        result.setdefault("stages", {})["child_warmup_s"] = warm_s
+        out = json.dumps(result, default=str, allow_nan=True).encode()
+        while out:
+            n = os.write(result_fd, out)
+            out = out[n:]
     except BaseException:
         code = 3
     finally:
         os._exit(code)
 
 
-class ForkServer:
-    def __init__(self, work_root):
-        self.work_root = work_root
-        os.makedirs(work_root, exist_ok=True)
+class _Spare:
+    def __init__(self, pid, job_w, result_r, job_dir):
+        self.pid, self.job_w, self.result_r, self.job_dir = pid, job_w, result_r, job_dir
 
-    def run(self, req):
-        label = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(req.get("job_id", "x")))[:64]
-        job_dir = tempfile.mkdtemp(prefix=f"job-{label}-", dir=self.work_root)
-        r, w = os.pipe()
+    def alive(self):
+        try:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return pid == 0
+
+    def discard(self):
+        for fd in (self.job_w, self.result_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+class ForkServer:
+    """Runs each job in its own child. One spare child is always kept warm (confined, device opened),
+    and the next is forked as soon as a job is handed out."""
+
+    def __init__(self, work_root, device):
+        self.work_root = work_root
+        self.device = device
+        os.makedirs(work_root, exist_ok=True)
+        self.spare = None
+
+    def _fork_spare(self):
+        job_dir = tempfile.mkdtemp(prefix="job-", dir=self.work_root)
+        job_r, job_w = os.pipe()
+        result_r, result_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.close(r)
-            child_main(req, job_dir, w)
-        os.close(w)
+            spare_main(job_r, result_w, job_dir, self.device)
+        os.close(job_r)
+        os.close(result_w)
+        return _Spare(pid, job_w, result_r, job_dir)
+
+    def warm(self, req=None):
+        if self.spare is None or not self.spare.alive():
+            if self.spare is not None:
+                self.spare.discard()
+            self.spare = self._fork_spare()
+        return {"ok": True}
+
+    def run(self, req):
+        t0 = time.perf_counter()
+        self.warm()
+        child, self.spare = self.spare, None
+        data = json.dumps(req).encode()
+        try:
+            while data:
+                n = os.write(child.job_w, data)
+                data = data[n:]
+        except OSError:
+            pass  # the child died; reported below as a crash
+        os.close(child.job_w)
+        dispatch_s = time.perf_counter() - t0
+        self.warm()  # the next job's child warms up while this one runs
+        r, pid, job_dir = child.result_r, child.pid, child.job_dir
         deadline = time.monotonic() + float(req.get("timeout_s", 120))
         chunks = []
         timed_out = False
@@ -306,4 +413,5 @@ class ForkServer:
                     "job_dir": job_dir, "log": log, "crashed": True}
         result["job_dir"] = job_dir
         result["log"] = log
+        result.setdefault("stages", {})["dispatch_s"] = dispatch_s
         return result

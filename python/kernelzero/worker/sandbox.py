@@ -16,7 +16,21 @@ KEEP_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRAR
             "NCCL_NVLS_ENABLE", "TRITON_PTXAS_PATH", "CC", "CXX")
 
 
-def confine(job_dir: str, cpu_seconds: int, max_file_bytes: int) -> dict:
+def limit_cpu(seconds: int) -> None:
+    """Caps the CPU time this process may still use (RLIMIT_CPU counts from process start)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = int(used.ru_utime + used.ru_stime) + 1
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    v = spent + seconds
+    if hard != resource.RLIM_INFINITY:
+        v = min(v, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (v, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def confine(job_dir: str, cpu_seconds, max_file_bytes: int) -> dict:
     """Applies the sandbox to the current (child) process. Returns {measure: "pass"|"skip"}."""
     applied = {}
     os.setpgid(0, 0)
@@ -35,10 +49,11 @@ def confine(job_dir: str, cpu_seconds: int, max_file_bytes: int) -> dict:
     os.chdir(job_dir)
     limits = {
         resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_CPU: cpu_seconds,
         resource.RLIMIT_FSIZE: max_file_bytes,
         resource.RLIMIT_NOFILE: 4096,
     }
+    if cpu_seconds:
+        limits[resource.RLIMIT_CPU] = cpu_seconds
     for res, value in limits.items():
         try:
             soft, hard = resource.getrlimit(res)
