@@ -28,7 +28,7 @@ int usage_error(const std::string& msg) {
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
     std::string cache_dir, python;
-    int trials = 5, timing_iters = 100, warmup = 3, workers = 1, compile_workers = 0;
+    int trials = 5, timing_iters = 100, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0;
     double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
     bool json = false, no_progress = false;
 };
@@ -91,6 +91,9 @@ Runner add_verify(CLI::App& app) {
         ->check(CLI::Range(1, 256));
     cmd->add_option("--compile-workers", a->compile_workers, "Parallel compile workers (default: as many as lanes)")
         ->check(CLI::Range(0, 256));
+    cmd->add_option("--in-flight", a->in_flight,
+                    "Jobs in flight in a batch (default: lanes + compile workers, so compiling overlaps running)")
+        ->check(CLI::Range(0, 4096));
     cmd->add_option("--cache-dir", a->cache_dir, "Build cache and baseline database (default ~/.cache/kernelzero)");
     cmd->add_option("--python", a->python, "Python interpreter for the workers (default: the project's .venv)");
     cmd->add_flag("--json", a->json, "Print the verdict as JSON on the last line");
@@ -177,7 +180,8 @@ Runner add_verify(CLI::App& app) {
             if (a->json) std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
             return 0;
         }
-        BatchOptions bo{a->jobs, a->out, o.lanes + o.compile_workers, !a->no_progress};
+        BatchOptions bo{a->jobs, a->out, a->in_flight > 0 ? a->in_flight : o.lanes + o.compile_workers,
+                        !a->no_progress};
         BatchSummary s;
         try {
             s = run_batch(*verifier, bo, g_stop);

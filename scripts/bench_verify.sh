@@ -31,8 +31,9 @@ if [[ -f "$ANCHORS/compile_paths.py" ]]; then
   ANCHOR_PID=$!
 fi
 
-# 1. latency: one lane, one compile worker, 21 salted relu kernels; the first also measures the task's
-#    baselines (eager and torch.compile) and is reported apart.
+# 1. latency: one lane, one compile worker, one job at a time (no queueing in the figure), 21 salted
+#    relu kernels; the first also measures the task's baselines (eager and torch.compile) and is
+#    reported apart.
 mkdir -p "$WORK/lat"
 for i in $(seq 0 20); do
   salt_cuda "$KG/cuda/relu.py" "lat$i" > "$WORK/lat/relu_$i.py"
@@ -40,7 +41,7 @@ for i in $(seq 0 20); do
 done > "$WORK/lat.jsonl"
 t0=$(date +%s.%N)
 $KZ verify --jobs "$WORK/lat.jsonl" --out "$OUTD/latency.jsonl" --device cuda --workers 1 --compile-workers 1 \
-  --cache-dir "$WORK/cache-lat" --no-progress
+  --in-flight 1 --cache-dir "$WORK/cache-lat" --no-progress
 echo "[bench] latency batch wall $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}') s"
 grep '"lat-0"' "$OUTD/latency.jsonl" | head -c 600; echo
 grep -v '"lat-0"' "$OUTD/latency.jsonl" > "$WORK/lat_warm.jsonl"

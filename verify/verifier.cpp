@@ -1,7 +1,12 @@
 #include "verify/verifier.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -35,6 +40,20 @@ milliseconds secs(double s) { return milliseconds(static_cast<long long>(s * 100
 
 bool is_cpu(const std::string& device) { return device.rfind("cpu", 0) == 0; }
 
+// Scratch directories of verifiers that were killed (SIGKILL leaves them behind): removed when
+// their owner process is gone.
+void remove_abandoned_work_dirs(const std::string& tmp) {
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(tmp, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("kernelzero-", 0) != 0 || !e.is_directory(ec)) continue;
+        std::ifstream f(e.path() / "owner.pid");
+        long pid = 0;
+        if (!(f >> pid) || pid <= 0) continue;
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
+    }
+}
+
 uint64_t secret_seed() {
     std::random_device rd;
     return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((1ull << 62) - 1);
@@ -45,7 +64,10 @@ uint64_t secret_seed() {
 Verifier::Verifier(VerifyOptions opts) : opts_(std::move(opts)) {
     if (opts_.cache_dir.empty()) opts_.cache_dir = default_cache_dir();
     if (opts_.work_dir.empty()) {
-        opts_.work_dir = make_temp_dir(std::filesystem::temp_directory_path().string(), "kernelzero-");
+        const std::string tmp = std::filesystem::temp_directory_path().string();
+        remove_abandoned_work_dirs(tmp);
+        opts_.work_dir = make_temp_dir(tmp, "kernelzero-");
+        write_file_atomic(opts_.work_dir + "/owner.pid", std::to_string(::getpid()) + "\n");
         owns_work_dir_ = true;
     }
     if (opts_.worker_command.empty()) opts_.worker_command = {default_python(), "-m", "kernelzero.worker"};

@@ -139,12 +139,18 @@ TEST(Verdict, LibraryOpsRejectedUnderStrictOnlyUnlessDeclared) {
     EXPECT_EQ(kz::assemble_verdict(r, strict()).status, Status::correct);
 }
 
-TEST(Verdict, SmallKernelShareRejectsUnderStrictOnCuda) {
+TEST(Verdict, SmallProfiledKernelShareRejectsUnderStrictOnCuda) {
     auto r = good();
     r.run["custom_fraction"] = 0.1;
+    r.run["launches"] = 0;  // load_inline: launched from C++, measured by the profiler
+    r.run["share_source"] = "profiler";
     auto v = kz::assemble_verdict(r, strict());
     EXPECT_EQ(v.status, Status::rejected);
     EXPECT_EQ(v.checks["kernel_time_share"], "fail");
+    r.run["share_source"] = "events";  // hooked launches: the census already sees library work
+    EXPECT_EQ(kz::assemble_verdict(r, strict()).status, Status::correct);
+    r.run["share_source"] = "profiler";
+    r.run["launches"] = 5;
     r.device = "cpu";  // the CPU share is informative only
     EXPECT_EQ(kz::assemble_verdict(r, strict()).status, Status::correct);
 }

@@ -159,6 +159,9 @@ class _OpSpans(TorchDispatchMode):
         return out
 
 
+QUEUE_AHEAD_CYCLES = 100_000_000  # ~50 ms at 2 GHz
+
+
 def event_kernel_share(fn, inputs, recorder, device):
     """Share of GPU time in the candidate's own kernels, from CUDA events around each of its launches
     and around each torch operator (allocations cost ~0). Used when every custom launch goes through
@@ -168,6 +171,10 @@ def event_kernel_share(fn, inputs, recorder, device):
     recorder.measuring = True
     ops = _OpSpans(recorder)
     try:
+        # Keep the GPU busy while the host queues the whole forward: an event pair then measures
+        # the GPU executing what lies between them, not the host's launch gaps (which, on small
+        # problems, would otherwise dominate every span).
+        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
         with torch.no_grad(), ops:
             fn(*inputs)
         torch.cuda.synchronize(device)
