@@ -28,7 +28,7 @@ int usage_error(const std::string& msg) {
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
     std::string cache_dir, python;
-    int trials = 5, timing_iters = 100, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0;
+    int trials = 5, timing_iters = 0, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0;
     double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
     bool json = false, no_progress = false;
 };
@@ -71,7 +71,9 @@ Runner add_verify(CLI::App& app) {
     cmd->add_option("--backend", a->backend, "cuda or triton")->check(CLI::IsMember({"cuda", "triton"}));
     cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto (cuda when a GPU is visible)");
     cmd->add_option("--trials", a->trials, "Correctness trials with fresh inputs")->check(CLI::Range(1, 1000));
-    cmd->add_option("--timing-iters", a->timing_iters, "Timed iterations")->check(CLI::Range(1, 100000));
+    cmd->add_option("--timing-iters", a->timing_iters,
+                    "Timed iterations (default 100 on CUDA, 10 on the CPU interpreter, whose timings are only indicative)")
+        ->check(CLI::Range(1, 100000));
     cmd->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->check(CLI::Range(0, 10000));
     cmd->add_option("--policy", a->policy, "strict: torch compute in forward is rejected; lenient: reported")
         ->check(CLI::IsMember({"strict", "lenient"}));
@@ -134,7 +136,7 @@ Runner add_verify(CLI::App& app) {
         VerifyOptions o;
         o.device = device;
         o.trials = a->trials;
-        o.timing_iters = a->timing_iters;
+        o.timing_iters = a->timing_iters > 0 ? a->timing_iters : device == "cpu" ? 10 : 100;
         o.warmup = a->warmup;
         o.strict = a->policy == "strict";
         o.timeout_s = a->timeout;

@@ -40,33 +40,12 @@ static void write_all_fd(int fd, const std::string& data, const std::string& pat
     }
 }
 
-void write_file_atomic(const std::string& path, const std::string& data) {
-    fs::path p(path);
-    if (p.has_parent_path()) fs::create_directories(p.parent_path());
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + strerror(errno));
+// Opens `path` with `flags`, writes `data` and fsyncs; the descriptor is closed on every path.
+static void write_synced(const std::string& path, int flags, const std::string& data) {
+    int fd = ::open(path.c_str(), flags | O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot open " + path + " for writing: " + strerror(errno));
     try {
-        write_all_fd(fd, data, tmp);
-        if (::fsync(fd) != 0) throw std::runtime_error("cannot sync " + tmp + ": " + strerror(errno));
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int e = errno;
-        ::unlink(tmp.c_str());
-        throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + strerror(e));
-    }
-}
-
-void append_durable(const std::string& path, const std::string& record) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot open " + path + " for appending: " + strerror(errno));
-    try {
-        write_all_fd(fd, record, path);
+        write_all_fd(fd, data, path);
         if (::fsync(fd) != 0) throw std::runtime_error("cannot sync " + path + ": " + strerror(errno));
     } catch (...) {
         ::close(fd);
@@ -74,6 +53,25 @@ void append_durable(const std::string& path, const std::string& record) {
     }
     ::close(fd);
 }
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+    fs::path p(path);
+    if (p.has_parent_path()) fs::create_directories(p.parent_path());
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    try {
+        write_synced(tmp, O_TRUNC, data);
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + strerror(e));
+    }
+}
+
+void append_durable(const std::string& path, const std::string& record) { write_synced(path, O_APPEND, record); }
 
 void truncate_partial_line(const std::string& path) {
     std::error_code ec;

@@ -110,7 +110,9 @@ public:
         if (!enabled_) return;
         double el = std::chrono::duration<double>(Clock::now() - t0_).count();
         if (!final && !tty_ && el - last_ < 5.0) return;
+        if (final && !tty_ && s.done == last_done_) return;  // already printed
         last_ = el;
+        last_done_ = s.done;
         int width = 24;
         int filled = total_ ? width * s.done / total_ : width;
         std::string bar(filled, '#');
@@ -129,6 +131,7 @@ private:
     bool enabled_, tty_;
     Clock::time_point t0_;
     double last_ = -10;
+    int last_done_ = -1;
 };
 
 }  // namespace

@@ -128,6 +128,27 @@ int Verifier::worker_starts() const {
 }
 
 void Verifier::start() {
+    // The device's identity first: its architecture goes into the environment of the compile
+    // workers and candidate children (load_inline builds must see the same TORCH_CUDA_ARCH_LIST on
+    // both sides, or the child would rebuild), so they are configured after it is known.
+    Worker& probe = *lanes_[0]->reference;
+    Reply info = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(180000));
+    if (info.status != ReplyStatus::ok)
+        throw std::runtime_error("the reference worker cannot open device " + opts_.device + ": " + info.detail);
+    device_name_ = info.body.value("device_name", std::string("unknown"));
+    torch_version_ = info.body.value("torch", std::string("unknown"));
+    if (info.body.contains("arch") && info.body["arch"].is_object()) {
+        nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
+        torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
+        std::lock_guard lock(mu_);
+        for (size_t i = 0; i < lanes_.size(); ++i)
+            lanes_[i]->candidate = std::make_unique<Worker>(worker_config("candidate", static_cast<int>(i)));
+        free_compilers_.clear();
+        for (size_t i = 0; i < compilers_.size(); ++i) {
+            compilers_[i] = std::make_unique<Worker>(worker_config("compile", static_cast<int>(i)));
+            free_compilers_.push_back(compilers_[i].get());
+        }
+    }
     std::vector<Worker*> all;
     for (auto& w : compilers_) all.push_back(w.get());
     for (auto& l : lanes_) {
@@ -141,26 +162,7 @@ void Verifier::start() {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
-    Reply info = lanes_[0]->reference->request({{"op", "device_info"}, {"device", lanes_[0]->reference->config().device}},
-                                               milliseconds(120000));
-    if (info.status != ReplyStatus::ok)
-        throw std::runtime_error("the reference worker cannot open device " + opts_.device + ": " + info.detail);
-    device_name_ = info.body.value("device_name", std::string("unknown"));
-    torch_version_ = info.body.value("torch", std::string("unknown"));
-    if (info.body.contains("arch") && info.body["arch"].is_object()) {
-        nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
-        torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
-        // load_inline builds must see the same arch list in the compile workers and the candidate
-        // children, or the child would rebuild: restart the candidate workers with it.
-        std::lock_guard lock(mu_);
-        for (size_t i = 0; i < lanes_.size(); ++i)
-            lanes_[i]->candidate = std::make_unique<Worker>(worker_config("candidate", static_cast<int>(i)));
-        free_compilers_.clear();
-        for (size_t i = 0; i < compilers_.size(); ++i) {
-            compilers_[i] = std::make_unique<Worker>(worker_config("compile", static_cast<int>(i)));
-            free_compilers_.push_back(compilers_[i].get());
-        }
-    }
+    for (auto& l : lanes_) l->candidate->request({{"op", "warm"}}, milliseconds(60000));  // first spare child
 }
 
 void Verifier::shutdown() {
@@ -171,40 +173,6 @@ void Verifier::shutdown() {
         l->reference->stop();
         l->candidate->stop();
     }
-}
-
-Worker* Verifier::take_compiler() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !free_compilers_.empty() || shut_down_; });
-    if (shut_down_) return nullptr;
-    Worker* w = free_compilers_.back();
-    free_compilers_.pop_back();
-    return w;
-}
-
-void Verifier::give_compiler(Worker* w) {
-    {
-        std::lock_guard lock(mu_);
-        free_compilers_.push_back(w);
-    }
-    cv_.notify_all();
-}
-
-Verifier::Lane* Verifier::take_lane() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !free_lanes_.empty() || shut_down_; });
-    if (shut_down_) return nullptr;
-    Lane* l = free_lanes_.back();
-    free_lanes_.pop_back();
-    return l;
-}
-
-void Verifier::give_lane(Lane* l) {
-    {
-        std::lock_guard lock(mu_);
-        free_lanes_.push_back(l);
-    }
-    cv_.notify_all();
 }
 
 Verdict Verifier::verify(const Job& job) {
@@ -282,7 +250,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
         replies.stages[name] = std::chrono::duration<double>(now - mark).count();
         mark = now;
     };
-    Worker* comp = take_compiler();
+    Worker* comp = take(free_compilers_);
     if (!comp) return infra("the verifier is shutting down");
     lap("wait_compile_worker");
     Reply cr = comp->request({{"op", "compile"},
@@ -293,7 +261,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                               {"cache_dir", opts_.cache_dir},
                               {"timeout_s", opts_.compile_timeout_s}},
                              secs(opts_.compile_timeout_s + 60));
-    give_compiler(comp);
+    give(free_compilers_, comp);
     lap("compile");
     if (cr.status != ReplyStatus::ok) {
         retry = cr.worker_failure();
@@ -303,13 +271,13 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     Verdict early = assemble_verdict(replies, policy);
     if (early.status != Status::infra_error) return early;  // static rejection or build failure
 
-    Lane* lane = take_lane();
+    Lane* lane = take(free_lanes_);
     if (!lane) return infra("the verifier is shutting down");
     lap("wait_lane");
     struct Release {
         Verifier* v;
         Lane* l;
-        ~Release() { v->give_lane(l); }
+        ~Release() { v->give(v->free_lanes_, l); }
     } release{this, lane};
     const std::string dev = lane->reference->config().device;
 

@@ -93,10 +93,24 @@ private:
     std::atomic<long long> job_counter_{0};
 
     WorkerConfig worker_config(const std::string& role, int index) const;
-    Worker* take_compiler();
-    void give_compiler(Worker* w);
-    Lane* take_lane();
-    void give_lane(Lane* l);
+    // Blocks until an item of `free` is available (nullptr once shut down).
+    template <class T>
+    T* take(std::vector<T*>& free) {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !free.empty() || shut_down_; });
+        if (shut_down_) return nullptr;
+        T* item = free.back();
+        free.pop_back();
+        return item;
+    }
+    template <class T>
+    void give(std::vector<T*>& free, T* item) {
+        {
+            std::lock_guard lock(mu_);
+            free.push_back(item);
+        }
+        cv_.notify_all();
+    }
     // One attempt; sets `retry` when a worker failed and the job may be retried.
     Verdict attempt(const Job& job, bool& retry);
     nlohmann::json baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed);
