@@ -53,8 +53,9 @@ void print_human(const Verdict& v) {
     if (v.custom_kernel_time_fraction)
         std::printf("kernels:  %.0f%% of %s time in the candidate's own kernels\n", *v.custom_kernel_time_fraction * 100,
                     v.device.rfind("cpu", 0) == 0 ? "forward" : "GPU");
-    std::string fails, passes;
-    for (auto& [k, s] : v.checks) (s == "fail" ? fails : passes) += (s == "fail" ? " " + k : "");
+    std::string fails;
+    for (auto& [k, s] : v.checks)
+        if (s == "fail") fails += " " + k;
     std::printf("checks:   %zu run, failed:%s\n", v.checks.size(), fails.empty() ? " none" : fails.c_str());
     std::printf("time:     compile %.2f s, total %.2f s on %s (%s)\n", v.compile_s, v.total_s, v.device.c_str(),
                 v.backend.c_str());

@@ -33,7 +33,7 @@ echo "[gpu_test] built in $(( $(date +%s) - t0 )) s"
 
 [[ "${KZ_TEST_LABEL:-gpu}" == none ]] && exit 0
 t0=$(date +%s)
-(cd "$BUILD" && ctest -L "${KZ_TEST_LABEL:-gpu}" --output-on-failure) > "$LOGS/ctest.log" 2>&1
+(cd "$BUILD" && ctest -L "${KZ_TEST_LABEL:-gpu}" -j "${KZ_CTEST_JOBS:-2}" --output-on-failure) > "$LOGS/ctest.log" 2>&1
 rc=$?
 echo "[gpu_test] ctest -L ${KZ_TEST_LABEL:-gpu}: rc=$rc in $(( $(date +%s) - t0 )) s"
 grep -E "^\s*[0-9]+/[0-9]+ Test|tests passed|FAILED|Failure" "$LOGS/ctest.log" | head -60

@@ -226,10 +226,13 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     m_sets = len(input_sets)
     bufs = [[x.clone() if isinstance(x, torch.Tensor) else x for x in input_sets[b % m_sets]]
             for b in range(buffers)]
-    flush = None
+    flush_src = flush_dst = None
     if is_cuda:
+        # L2 is flushed by a device-to-device copy of twice its size (a copy engine memcpy: no torch
+        # kernel to load in a fresh process).
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 << 20) or (64 << 20)
-        flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device=dev)
+        flush_src = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
+        flush_dst = torch.empty_like(flush_src)
     event_ms, host_ms = [], []
     last = [None] * m_sets
     with device_lock(lock_path), torch.no_grad():
@@ -240,7 +243,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 if isinstance(bx, torch.Tensor):
                     bx.copy_(sx)
             if is_cuda:
-                flush.zero_()
+                flush_dst.copy_(flush_src)
                 torch.cuda.synchronize(dev)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
