@@ -28,7 +28,7 @@ int usage_error(const std::string& msg) {
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
     std::string cache_dir, python;
-    int trials = 5, timing_iters = 0, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0;
+    int trials = 5, timing_iters = 0, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0, spares = 1;
     double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
     bool json = false, no_progress = false;
 };
@@ -97,6 +97,7 @@ Runner add_verify(CLI::App& app) {
     cmd->add_option("--in-flight", a->in_flight,
                     "Jobs in flight in a batch (default: lanes + compile workers, so compiling overlaps running)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_option("--spares", a->spares, "Warm candidate children kept ready per lane")->check(CLI::Range(1, 16));
     cmd->add_option("--cache-dir", a->cache_dir, "Build cache and baseline database (default ~/.cache/kernelzero)");
     cmd->add_option("--python", a->python, "Python interpreter for the workers (default: the project's .venv)");
     cmd->add_flag("--json", a->json, "Print the verdict as JSON on the last line");
@@ -149,6 +150,7 @@ Runner add_verify(CLI::App& app) {
         o.lanes = batch ? a->workers : 1;
         o.compile_workers = a->compile_workers > 0 ? a->compile_workers : o.lanes;
         o.cache_dir = a->cache_dir;
+        o.spare_children = a->spares;
         if (!a->python.empty()) o.worker_command = {a->python, "-m", "kernelzero.worker"};
 
         std::signal(SIGINT, on_signal);

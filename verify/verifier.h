@@ -36,6 +36,7 @@ struct VerifyOptions {
     double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
     int lanes = 1;                         // reference + candidate worker pairs
     int compile_workers = 1;
+    int spare_children = 1;                // warm candidate children kept ready per lane
     int max_attempts = 3;
     std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
     std::string work_dir;                  // scratch; a fresh directory under /tmp if empty

@@ -46,7 +46,7 @@ def main():
                                                     "arch": _arch(torch, req["device"])}}
         else:
             from .candidate import ForkServer
-            server = ForkServer(args.work_root, args.device)
+            server = ForkServer(args.work_root, args.device, int(os.environ.get("KZ_SPARE_CHILDREN", "1")))
             handlers = {"run": server.run, "warm": server.warm}
     handlers["ping"] = lambda req: {"ok": True}
     protocol.write_frame(proto_out, hello)

@@ -351,14 +351,16 @@ class _Spare:
 
 
 class ForkServer:
-    """Runs each job in its own child. One spare child is always kept warm (confined, device opened),
-    and the next is forked as soon as a job is handed out."""
+    """Runs each job in its own child. `spares` children are kept warm (confined, device opened); a
+    job goes to the oldest, and a replacement is forked as soon as it is handed out. More than one
+    spare helps when jobs arrive faster than a child warms up."""
 
-    def __init__(self, work_root, device):
+    def __init__(self, work_root, device, spares=1):
         self.work_root = work_root
         self.device = device
+        self.spares_wanted = max(1, int(spares))
         os.makedirs(work_root, exist_ok=True)
-        self.spare = None
+        self.spares = []
 
     def _fork_spare(self):
         job_dir = tempfile.mkdtemp(prefix="job-", dir=self.work_root)
@@ -372,16 +374,17 @@ class ForkServer:
         return _Spare(pid, job_w, result_r, job_dir)
 
     def warm(self, req=None):
-        if self.spare is None or not self.spare.alive():
-            if self.spare is not None:
-                self.spare.discard()
-            self.spare = self._fork_spare()
-        return {"ok": True}
+        for sp in [sp for sp in self.spares if not sp.alive()]:
+            sp.discard()
+            self.spares.remove(sp)
+        while len(self.spares) < self.spares_wanted:
+            self.spares.append(self._fork_spare())
+        return {"ok": True, "spares": len(self.spares)}
 
     def run(self, req):
         t0 = time.perf_counter()
         self.warm()
-        child, self.spare = self.spare, None
+        child = self.spares.pop(0)
         data = json.dumps(req).encode()
         try:
             while data:
