@@ -228,19 +228,16 @@ def poison_free_memory(device, sizes_bytes=()):
     top = 27 if dev.type == "cuda" else 21  # on the CPU large blocks go back to the OS anyway
     sizes = sorted(set(min(int(s), MAX_POISON_BLOCK) for s in sizes_bytes if s > 0))
     sizes += [1 << k for k in range(9, top, 2)]
-    blocks = []
     if dev.type == "cuda":
-        need = max(sizes)
-        if _poison_host is None or _poison_host.numel() < need:
-            _poison_host = torch.full((need,), 255, dtype=torch.uint8).pin_memory()
-        for s in sizes:
-            for _ in range(2):
-                b = torch.empty(s, dtype=torch.uint8, device=dev)
-                b.copy_(_poison_host[:s], non_blocking=True)
-                blocks.append(b)
-        torch.cuda.synchronize(dev)
+        if _poison_host is None or _poison_host.numel() < max(sizes):
+            _poison_host = torch.full((max(sizes),), 255, dtype=torch.uint8).pin_memory()
+
+        def block(s):
+            return torch.empty(s, dtype=torch.uint8, device=dev).copy_(_poison_host[:s], non_blocking=True)
     else:
-        for s in sizes:
-            for _ in range(2):
-                blocks.append(torch.full((s,), 255, dtype=torch.uint8))
+        def block(s):
+            return torch.full((s,), 255, dtype=torch.uint8)
+    blocks = [block(s) for s in sizes for _ in range(2)]
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
     del blocks

@@ -258,6 +258,7 @@ def check_source(source: str, backend: str) -> Report:
                 if path:
                     classify_path(path, node)
 
+    builds_cuda = False  # a kernelzero.cuda.compile or load_inline call anywhere
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
@@ -271,14 +272,17 @@ def check_source(source: str, backend: str) -> Report:
                     elif name in DANGEROUS_ATTRS or name.startswith("__"):
                         rep.fail("introspection", node, f"getattr(..., {name!r})")
             path = _dotted(f, aliases) or ""
-            if path in ("kernelzero.cuda.compile",):
+            is_nvrtc = path == "kernelzero.cuda.compile"
+            is_inline = path.endswith("cpp_extension.load_inline") or path == "load_inline"
+            builds_cuda = builds_cuda or is_nvrtc or is_inline
+            if is_nvrtc:
                 src = consts.resolve(node.args[0]) if node.args else None
                 opts_node = node.args[1] if len(node.args) > 1 else next(
                     (k.value for k in node.keywords if k.arg == "options"), None)
                 opts = consts.resolve(opts_node) if opts_node is not None else []
                 if isinstance(src, str) and isinstance(opts, list) and all(isinstance(o, str) for o in opts):
                     rep.nvrtc_sources.append({"source": src, "options": opts})
-            if path.endswith("cpp_extension.load_inline") or path == "load_inline":
+            if is_inline:
                 kwargs = {}
                 ok = not node.args
                 for k in node.keywords:
@@ -348,11 +352,8 @@ def check_source(source: str, backend: str) -> Report:
         elif not launched:
             rep.fail("custom_kernel", tree, "no Triton kernel is launched (kernel[grid](...))")
     else:
-        builds = any(isinstance(n, ast.Call) and ((_dotted(n.func, aliases) or "") in (
-            "kernelzero.cuda.compile", "load_inline") or (_dotted(n.func, aliases) or "").endswith(
-            "cpp_extension.load_inline")) for n in ast.walk(tree))
         has_global = any("__global__" in s for s in strings)
-        if not (builds and has_global):
+        if not (builds_cuda and has_global):
             rep.fail("custom_kernel", tree, "backend cuda needs __global__ kernels built with "
                                             "kernelzero.cuda.compile or load_inline")
     return rep
