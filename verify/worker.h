@@ -38,7 +38,7 @@ const char* to_string(ReplyStatus s);
 
 struct Reply {
     ReplyStatus status = ReplyStatus::ok;
-    nlohmann::json body;     // the worker's reply object (ok and failed)
+    nlohmann::json body = nlohmann::json::object();  // the reply object; empty when the worker itself failed
     std::string detail;      // what went wrong, with the tail of the worker's log when it died
     bool worker_failure() const {
         return status == ReplyStatus::timeout || status == ReplyStatus::crashed ||
