@@ -74,6 +74,9 @@ Verdict early_verdict(Status s, const std::string& reason, const std::string& de
 
 namespace {
 
+// Scheduling noise between two synchronises a few microseconds apart, on a loaded host.
+constexpr double kOutsideStreamSlackMs = 0.1;
+
 std::optional<double> num(const json& j, const char* key) {
     if (j.is_object() && j.contains(key) && j[key].is_number()) return j[key].get<double>();
     return std::nullopt;
@@ -202,13 +205,17 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     }
 
     const json& timing = run.value("timing", json());
-    if (auto ev = stats(timing.value("event_ms", json())); ev) {
-        auto host = stats(timing.value("host_ms", json()));
-        bool ok = !host || host->median <= 2.0 * ev->median + 0.2;
+    // After forward returns, at most the events' interval is left on the timed stream: a synchronise
+    // that waits much longer (beyond the harness's own, measured alongside) waits for other streams.
+    auto ev = stats(timing.value("event_ms", json()));
+    auto outside = stats(timing.value("outside_stream_ms", json()));
+    if (ev && outside) {
+        bool ok = outside->median <= 2.0 * ev->median + kOutsideStreamSlackMs;
         v.checks["timing_consistency"] = ok ? "pass" : "fail";
         if (!ok && rejection.empty())
-            rejection = "the host clock (" + std::to_string(host->median) + " ms) far exceeds CUDA events on the "
-                        "current stream (" + std::to_string(ev->median) + " ms): work runs outside the timed stream";
+            rejection = "after forward returned, the device kept working " + std::to_string(outside->median) +
+                        " ms while CUDA events on the current stream measured " + std::to_string(ev->median) +
+                        " ms: work runs outside the timed stream";
     } else {
         v.checks["timing_consistency"] = "skip";
     }

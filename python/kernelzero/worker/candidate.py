@@ -263,6 +263,18 @@ def _read_all(fd):
         chunks.append(b)
 
 
+def _warm_python(recorder):
+    """Imports and first-use work of the harness on the CPU (never CUDA: the parent must stay forkable)."""
+    import torch.profiler  # noqa: F401 - the load_inline share measurement
+    from kernelzero import cuda as kzc  # noqa: F401
+    x = torch.ones(8)
+    with torch.no_grad(), accounting.LibraryOpCensus(recorder):
+        y = (x + 1).clone()
+    torch.equal(x, y)
+    io = __import__("io").BytesIO()
+    torch.save({"x": [y]}, io)
+
+
 def _warm_harness_ops(device, recorder):
     """Creates the CUDA context and loads the kernels the harness itself uses (CUDA loads a kernel's
     module on first use), so that a job's first trial does not pay for them."""
@@ -280,7 +292,7 @@ def _warm_harness_ops(device, recorder):
     start.elapsed_time(end)
 
 
-def spare_main(job_fd, result_fd, job_dir, device):
+def spare_main(job_fd, result_fd, job_dir, device, recorder):
     """A pre-forked child: confines itself and opens the device *before* its job exists, so that neither
     is on a job's critical path; then reads one job, runs it, reports and exits. Never returns."""
     code = 0
@@ -290,13 +302,21 @@ def spare_main(job_fd, result_fd, job_dir, device):
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        t0 = time.perf_counter()
+        warm = {}
+        clock = [time.perf_counter()]
+
+        def lap(name):
+            now = time.perf_counter()
+            warm[name] = now - clock[0]
+            clock[0] = now
+        profile_dir = os.environ.get("KZ_PROFILE_DIR")  # diagnostics: a cProfile report per job
         applied = sandbox.confine(job_dir, cpu_seconds=None, max_file_bytes=4 << 30)
-        recorder = accounting.LaunchRecorder()
+        lap("child_confine_s")
         if torch.device(device).type == "cuda":
             torch.cuda.init()
+            lap("child_cuda_init_s")
             _warm_harness_ops(device, recorder)
-        warm_s = time.perf_counter() - t0
+            lap("child_warm_ops_s")
         data = _read_all(job_fd)
         if not data:
             os._exit(0)  # discarded spare
@@ -304,7 +324,7 @@ def spare_main(job_fd, result_fd, job_dir, device):
         sandbox.limit_cpu(int(req.get("cpu_seconds", 3600)))
         torch.set_num_threads(int(req.get("threads", 2)))
         try:
-            result = run_job(req, job_dir, recorder)
+            result = _profiled(run_job, profile_dir)(req, job_dir, recorder)
             result["ok"] = True
         except Failure as f:
             result = {"ok": False, "kind": f.kind, "reason": f.reason, "check": f.check, "cuda_error": f.cuda_error}
@@ -312,7 +332,7 @@ def spare_main(job_fd, result_fd, job_dir, device):
             result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
                       "cuda_error": harness.is_cuda_error(e), "trace": traceback.format_exc()[-2000:]}
         result["sandbox"] = applied
-        result.setdefault("stages", {})["child_warmup_s"] = warm_s
+        result.setdefault("stages", {}).update(warm)
         out = json.dumps(result, default=str, allow_nan=True).encode()
         while out:
             n = os.write(result_fd, out)
@@ -321,6 +341,25 @@ def spare_main(job_fd, result_fd, job_dir, device):
         code = 3
     finally:
         os._exit(code)
+
+
+def _profiled(fn, profile_dir):
+    if not profile_dir:
+        return fn
+
+    def run(*args):
+        import cProfile
+        import io
+        import pstats
+        prof = cProfile.Profile()
+        try:
+            return prof.runcall(fn, *args)
+        finally:
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(45)
+            with open(os.path.join(profile_dir, f"job-{os.getpid()}.txt"), "w") as f:
+                f.write(text.getvalue())
+    return run
 
 
 class _Spare:
@@ -361,6 +400,11 @@ class ForkServer:
         self.spares_wanted = max(1, int(spares))
         os.makedirs(work_root, exist_ok=True)
         self.spares = []
+        # Everything a child does in Python before its job is done here once, before any fork: a
+        # child inherits the imports and hooks instead of paying seconds for them per job (the first
+        # TorchDispatchMode alone imports torch._dynamo).
+        self.recorder = accounting.LaunchRecorder()
+        _warm_python(self.recorder)
 
     def _fork_spare(self):
         job_dir = tempfile.mkdtemp(prefix="job-", dir=self.work_root)
@@ -368,7 +412,7 @@ class ForkServer:
         result_r, result_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            spare_main(job_r, result_w, job_dir, self.device)
+            spare_main(job_r, result_w, job_dir, self.device, self.recorder)
         os.close(job_r)
         os.close(result_w)
         return _Spare(pid, job_w, result_r, job_dir)

@@ -219,7 +219,8 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     and, before every iteration, refreshes the chosen buffer in place with the next input set (so the
     same pointer sees new values: a result cached by pointer or identity is stale). On CUDA: L2 flushed
     before each iteration, CUDA events on the current stream, and a host clock around a device
-    synchronise. Returns (timings, last_outputs) where last_outputs[m] is the output of the last
+    synchronise (`outside_stream_ms`: how much longer than the harness's own synchronise the one
+    after forward waited). Returns (timings, last_outputs) where last_outputs[m] is the output of the last
     iteration that ran on input set m, for the caller to verify."""
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
@@ -233,7 +234,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 << 20) or (64 << 20)
         flush_src = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
         flush_dst = torch.empty_like(flush_src)
-    event_ms, host_ms = [], []
+    event_ms, host_ms, outside_ms = [], [], []
     last = [None] * m_sets
     with device_lock(lock_path), torch.no_grad():
         for j in range(warmup + iters):
@@ -251,11 +252,23 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 start.record()
                 out = fn(*buf)
                 end.record()
+                returned = time.perf_counter()
                 torch.cuda.synchronize(dev)
                 h1 = time.perf_counter()
+                ms = start.elapsed_time(end)
+                # Once forward has returned, what is left on the timed stream is at most the events'
+                # interval; a synchronise that waits longer waits for work on other streams. The same
+                # clocks around nothing, right after, give what a synchronise costs the harness at
+                # this moment (a loaded host wakes late), so that only the candidate's share counts.
+                start.record()
+                end.record()
+                n0 = time.perf_counter()
+                torch.cuda.synchronize(dev)
+                n1 = time.perf_counter()
                 if j >= warmup:
-                    event_ms.append(start.elapsed_time(end))
+                    event_ms.append(ms)
                     host_ms.append((h1 - h0) * 1e3)
+                    outside_ms.append(((h1 - returned) - (n1 - n0)) * 1e3)
             else:
                 h0 = time.perf_counter()
                 out = fn(*buf)
@@ -264,7 +277,8 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                     host_ms.append((h1 - h0) * 1e3)
             last[s] = out
     result = {"host_ms": summary(host_ms) if host_ms else None,
-              "event_ms": summary(event_ms) if event_ms else None}
+              "event_ms": summary(event_ms) if event_ms else None,
+              "outside_stream_ms": summary(outside_ms) if outside_ms else None}
     return result, last
 
 
