@@ -9,6 +9,11 @@ namespace kz::cli {
 
 using Runner = std::function<int()>;
 
+// Each runner returns -1 when its subcommand was not the one parsed.
 Runner add_verify(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_generate(CLI::App& app);
+Runner add_score(CLI::App& app);
+Runner add_init_model(CLI::App& app);
 
 }  // namespace kz::cli

@@ -1,6 +1,7 @@
 // kernelzero: the single controller of KernelZero (design section 2).
 #include <cstdio>
 #include <iostream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
     CLI::App app{"KernelZero: train LLMs to write fast, correct GPU kernels"};
     app.require_subcommand(1);
     auto verify = kz::cli::add_verify(app);
+    std::vector<kz::cli::Runner> engine_cmds = {kz::cli::add_tokenize(app), kz::cli::add_generate(app),
+                                                kz::cli::add_score(app), kz::cli::add_init_model(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;
@@ -61,5 +64,7 @@ int main(int argc, char** argv) {
         }
         return 0;
     }
+    for (auto& run : engine_cmds)
+        if (int rc = run(); rc != -1) return rc;
     return verify();
 }

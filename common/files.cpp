@@ -28,10 +28,10 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
-static void write_all_fd(int fd, const std::string& data, const std::string& path) {
+static void write_all_fd(int fd, const char* data, size_t size, const std::string& path) {
     size_t off = 0;
-    while (off < data.size()) {
-        ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    while (off < size) {
+        ssize_t n = ::write(fd, data + off, size - off);
         if (n < 0) {
             if (errno == EINTR) continue;
             throw std::runtime_error("cannot write " + path + ": " + strerror(errno));
@@ -45,7 +45,7 @@ static void write_synced(const std::string& path, int flags, const std::string& 
     int fd = ::open(path.c_str(), flags | O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) throw std::runtime_error("cannot open " + path + " for writing: " + strerror(errno));
     try {
-        write_all_fd(fd, data, path);
+        write_all_fd(fd, data.data(), data.size(), path);
         if (::fsync(fd) != 0) throw std::runtime_error("cannot sync " + path + ": " + strerror(errno));
     } catch (...) {
         ::close(fd);
@@ -54,21 +54,42 @@ static void write_synced(const std::string& path, int flags, const std::string& 
     ::close(fd);
 }
 
-void write_file_atomic(const std::string& path, const std::string& data) {
-    fs::path p(path);
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+    fs::path p(path_);
     if (p.has_parent_path()) fs::create_directories(p.parent_path());
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    try {
-        write_synced(tmp, O_TRUNC, data);
-    } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
+    tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + tmp_ + " for writing: " + strerror(errno));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        ::unlink(tmp_.c_str());
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+    if (fd_ < 0) throw std::runtime_error("write to " + path_ + " after commit");
+    write_all_fd(fd_, static_cast<const char*>(data), n, tmp_);
+}
+
+void AtomicFileWriter::commit() {
+    if (fd_ < 0) throw std::runtime_error("commit of " + path_ + " twice");
+    if (::fsync(fd_) != 0) throw std::runtime_error("cannot sync " + tmp_ + ": " + strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
         int e = errno;
-        ::unlink(tmp.c_str());
-        throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + strerror(e));
+        ::unlink(tmp_.c_str());
+        throw std::runtime_error("cannot rename " + tmp_ + " to " + path_ + ": " + strerror(e));
     }
+}
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+    AtomicFileWriter w(path);
+    w.write(data.data(), data.size());
+    w.commit();
 }
 
 void append_durable(const std::string& path, const std::string& record) { write_synced(path, O_APPEND, record); }

@@ -2,9 +2,27 @@
 // renamed into place (a reader never sees half a file); appended records are fsync'ed one by one.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace kz {
+
+// Writes a large file in pieces with the same rule as write_file_atomic: the bytes go to a temporary
+// name in the target's directory; commit() fsyncs and renames; destroying an uncommitted writer
+// removes the temporary file (a crash leaves at most a *.tmp.PID file, never a partial target).
+class AtomicFileWriter {
+public:
+    explicit AtomicFileWriter(std::string path);
+    ~AtomicFileWriter();
+    AtomicFileWriter(const AtomicFileWriter&) = delete;
+    AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+    void write(const void* data, size_t n);
+    void commit();
+
+private:
+    std::string path_, tmp_;
+    int fd_ = -1;
+};
 
 // Reads a whole file; throws std::runtime_error("cannot read PATH: REASON").
 std::string read_file(const std::string& path);

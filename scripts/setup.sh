@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
-              nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev)
+              nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
+              libpcre2-dev libutf8proc-dev)
 TORCH_VERSION=2.11.0
 TRITON_VERSION=3.6.0
 # Triton 3.6's CPU interpreter calls int() on one-element arrays, which numpy 2.4 refuses: a loop over
@@ -35,9 +36,11 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-log "pip: torch==$TORCH_VERSION triton==$TRITON_VERSION $NUMPY_SPEC (no-op when satisfied)"
+# transformers, peft (and with them tokenizers, safetensors) are the references of the engine's golden tests.
+TEST_REFERENCES=("transformers==5.24.0" "peft==0.21.2")
+log "pip: torch==$TORCH_VERSION triton==$TRITON_VERSION $NUMPY_SPEC ${TEST_REFERENCES[*]} (no-op when satisfied)"
 .venv/bin/python -m pip install -q --disable-pip-version-check \
-  "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC"
+  "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC" "${TEST_REFERENCES[@]}"
 
 TORCH_PREFIX=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
 log "configuring against libtorch at $TORCH_PREFIX"

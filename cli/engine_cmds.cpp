@@ -1,0 +1,271 @@
+// Policy-engine subcommands: tokenize, generate, score, init-model.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/chat.h"
+#include "engine/config.h"
+#include "engine/generate.h"
+#include "engine/hf_checkpoint.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace kz::cli {
+
+using json = nlohmann::json;
+
+namespace {
+
+int usage_error(const char* cmd, const std::string& why) {
+    std::fprintf(stderr, "kernelzero %s: %s\n", cmd, why.c_str());
+    return 2;
+}
+
+torch::Device pick_device(const std::string& name) {
+    if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    torch::Device d(name);
+    if (d.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device " + name + ": no GPU is visible");
+    return d;
+}
+
+torch::ScalarType pick_dtype(const std::string& name, torch::Device d) {
+    if (name == "auto") return d.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+    return dtype_from_name(name);
+}
+
+struct ModelArgs {
+    std::string model, device = "auto", dtype = "auto";
+};
+
+void add_model_options(CLI::App* cmd, ModelArgs& a) {
+    cmd->add_option("--model", a.model, "Hugging Face model directory")->required();
+    cmd->add_option("--device", a.device, "cpu, cuda, cuda:N or auto");
+    cmd->add_option("--dtype", a.dtype, "float32, bfloat16, float16 or auto (bf16 on GPU, fp32 on CPU)");
+}
+
+// The prompt as the model sees it: ChatML when asked for, else the text itself.
+std::vector<int64_t> prompt_ids(const Tokenizer& tok, const std::string& text, bool chat, const std::string& system) {
+    if (!chat) return tok.encode(text);
+    std::vector<ChatMessage> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", text});
+    return tok.encode(ChatFormat::from_template(tok.chat_template()).render(msgs, true));
+}
+
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g) {
+    std::set<int64_t> s(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
+    s.insert(g.eos_token_ids.begin(), g.eos_token_ids.end());
+    if (auto e = tok.eos_id()) s.insert(*e);
+    if (auto e = tok.token_id("<|im_end|>")) s.insert(*e);
+    if (auto e = tok.token_id("<|endoftext|>")) s.insert(*e);
+    return {s.begin(), s.end()};
+}
+
+}  // namespace
+
+Runner add_tokenize(CLI::App& app) {
+    auto model = std::make_shared<std::string>(), jsonl = std::make_shared<std::string>();
+    auto decode = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("tokenize", "Token ids of each JSON string line of a JSONL file, one array per line");
+    cmd->add_option("--model", *model, "Directory holding tokenizer.json")->required();
+    cmd->add_option("--jsonl", *jsonl, "Input: one JSON string per line ('-' for standard input)")->required();
+    cmd->add_flag("--decode", *decode, "The reverse: each line a JSON array of ids, printed as a JSON string "
+                                       "(bytes that are not UTF-8 as U+FFFD)");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            Tokenizer tok = Tokenizer::load(*model);
+            std::ifstream file;
+            std::istream* in = &std::cin;
+            if (*jsonl != "-") {
+                file.open(*jsonl);
+                if (!file) return usage_error("tokenize", "cannot read " + *jsonl);
+                in = &file;
+            }
+            std::string line;
+            for (int64_t n = 1; std::getline(*in, line); ++n) {
+                json j;
+                try {
+                    j = json::parse(line);
+                } catch (const json::parse_error& e) {
+                    return usage_error("tokenize", *jsonl + " line " + std::to_string(n) + ": not JSON: " + e.what());
+                }
+                std::string where = *jsonl + " line " + std::to_string(n) + ": ";
+                if (*decode) {
+                    if (!j.is_array()) return usage_error("tokenize", where + "not a JSON array of token ids");
+                    std::vector<int64_t> ids;
+                    for (const auto& x : j) {
+                        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok.vocab_size())
+                            return usage_error("tokenize", where + x.dump() + " is not a token id");
+                        ids.push_back(x.get<int64_t>());
+                    }
+                    std::cout << json(tok.decode(ids)).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+                    continue;
+                }
+                if (!j.is_string()) return usage_error("tokenize", where + "not a JSON string");
+                std::cout << json(tok.encode(j.get<std::string>())).dump() << "\n";
+            }
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("tokenize", e.what());
+        }
+    };
+}
+
+Runner add_generate(CLI::App& app) {
+    struct Args : ModelArgs {
+        std::string prompt, system;
+        bool chat = false, as_json = false;
+        int64_t max_new = 256, n = 1;
+        std::optional<double> temperature, top_p;
+        std::optional<int64_t> top_k;
+        uint64_t seed = 0;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("generate", "Sample completions of a prompt");
+    add_model_options(cmd, *a);
+    cmd->add_option("--prompt", a->prompt, "Prompt text (special tokens in it are matched as tokens)")->required();
+    cmd->add_flag("--chat", a->chat, "Wrap the prompt as a ChatML user turn with a generation prompt");
+    cmd->add_option("--system", a->system, "System message (with --chat)");
+    cmd->add_option("--max-new-tokens", a->max_new, "Most tokens per completion")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cmd->add_option("--temperature", a->temperature, "0 = greedy (default: generation_config.json, else 1)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--top-p", a->top_p, "Nucleus mass (default: generation_config.json, else 1)")->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--top-k", a->top_k, "Most likely tokens kept, 0 = all")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--seed", a->seed, "Sampling seed");
+    cmd->add_option("--n", a->n, "Samples (one batch)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+    cmd->add_flag("--json", a->as_json, "One {\"text\", \"token_ids\", \"logprobs\"} object per sample and line");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            torch::Device dev = pick_device(a->device);
+            Tokenizer tok = Tokenizer::load(a->model);
+            Model model = Model::load(a->model, dev, pick_dtype(a->dtype, dev));
+            GenerationDefaults g = GenerationDefaults::load(a->model);
+            GenerateRequest req;
+            auto ids = prompt_ids(tok, a->prompt, a->chat, a->system);
+            req.prompts.assign(a->n, ids);
+            req.max_new_tokens = a->max_new;
+            req.stop_ids = stop_ids(tok, model.config(), g);
+            bool greedy_default = g.do_sample && !*g.do_sample;
+            req.sampling.temperature = a->temperature.value_or(greedy_default ? 0.0 : g.temperature.value_or(1.0));
+            req.sampling.top_p = a->top_p.value_or(g.top_p.value_or(1.0));
+            req.sampling.top_k = a->top_k.value_or(g.top_k.value_or(0));
+            req.sampling.seed = a->seed;
+            if (req.sampling.top_p <= 0.0) return usage_error("generate", "--top-p must be > 0");
+            // Streams the first sample as text; holds back the bytes of a character split across tokens.
+            std::string pending;
+            std::set<int64_t> stops(req.stop_ids.begin(), req.stop_ids.end());
+            TokenCallback stream;
+            if (!a->as_json)
+                stream = [&](size_t row, int64_t token) {
+                    if (row != 0 || stops.count(token)) return;
+                    pending += tok.token_bytes(token);
+                    size_t n = complete_utf8_prefix(pending);
+                    std::cout << pending.substr(0, n) << std::flush;
+                    pending.erase(0, n);
+                };
+            auto outs = generate(model, req, stream);
+            if (!a->as_json) {
+                std::cout << pending << "\n";
+                for (size_t i = 1; i < outs.size(); ++i) {
+                    auto t = outs[i].tokens;
+                    if (outs[i].stopped) t.pop_back();
+                    std::cout << "--- sample " << i << "\n" << tok.decode(t) << "\n";
+                }
+                return 0;
+            }
+            for (const auto& c : outs) {
+                auto text_ids = c.tokens;
+                if (c.stopped) text_ids.pop_back();
+                std::string text = tok.decode(text_ids);
+                json j = {{"text", text}, {"token_ids", c.tokens}, {"logprobs", c.logprobs}, {"stopped", c.stopped}};
+                // Bytes that are not UTF-8 (a completion cut inside a character) print as U+FFFD.
+                std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+            }
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("generate", e.what());
+        }
+    };
+}
+
+Runner add_score(CLI::App& app) {
+    struct Args : ModelArgs {
+        std::string prompt, completion;
+        bool as_json = false;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("score", "Per-token log-probabilities of a completion given a prompt");
+    add_model_options(cmd, *a);
+    cmd->add_option("--prompt", a->prompt, "Prompt text")->required();
+    cmd->add_option("--completion", a->completion, "Completion text (tokenized on its own)")->required();
+    cmd->add_flag("--json", a->as_json, "Print {\"token_ids\", \"logprobs\", \"sum\"}");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            torch::Device dev = pick_device(a->device);
+            Tokenizer tok = Tokenizer::load(a->model);
+            Model model = Model::load(a->model, dev, pick_dtype(a->dtype, dev));
+            auto p = tok.encode(a->prompt), c = tok.encode(a->completion);
+            auto lp = score(model, p, c);
+            double sum = 0;
+            for (float x : lp) sum += x;
+            if (a->as_json) {
+                std::cout << json{{"token_ids", c}, {"logprobs", lp}, {"sum", sum}}.dump() << "\n";
+            } else {
+                for (size_t i = 0; i < c.size(); ++i)
+                    std::cout << c[i] << "\t" << lp[i] << "\t" << json(tok.token_bytes(c[i])).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+                std::cout << "sum\t" << sum << "\n";
+            }
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("score", e.what());
+        }
+    };
+}
+
+Runner add_init_model(CLI::App& app) {
+    struct Args {
+        std::string arch = "qwen2", preset = "tiny", tokenizer, out, dtype = "auto";
+        uint64_t seed = 0;
+        std::optional<double> init_range;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("init-model", "Write a randomly initialised model in Hugging Face format");
+    cmd->add_option("--arch", a->arch, "qwen2 or qwen3")->check(CLI::IsMember({"qwen2", "qwen3"}));
+    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--tokenizer", a->tokenizer, "Directory with tokenizer.json (copied; sets the vocabulary)")->required();
+    cmd->add_option("--out", a->out, "Output directory")->required();
+    cmd->add_option("--seed", a->seed, "Initialisation seed");
+    cmd->add_option("--init-range", a->init_range, "Standard deviation of the weights (default 0.02)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--dtype", a->dtype, "Saved dtype: float32, bfloat16 or auto (bf16 for 7b-shape, fp32 otherwise)");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            Tokenizer tok = Tokenizer::load(a->tokenizer);
+            int64_t vocab = a->preset == "7b-shape" ? std::max<int64_t>(152064, tok.vocab_size())
+                                                    : (tok.vocab_size() + 127) / 128 * 128;
+            ModelConfig cfg = ModelConfig::preset(arch_from_name(a->arch), a->preset, vocab);
+            if (a->init_range) cfg.initializer_range = *a->init_range;
+            if (auto e = tok.eos_id()) cfg.eos_token_ids = {*e};
+            if (auto e = tok.token_id("<|endoftext|>")) cfg.bos_token_id = *e;
+            torch::ScalarType dt = a->dtype == "auto" ? (a->preset == "7b-shape" ? torch::kBFloat16 : torch::kFloat32)
+                                                       : dtype_from_name(a->dtype);
+            Model m = Model::random(cfg, torch::kCPU, dt, a->seed);
+            save_hf_model(m, a->out, dt, a->tokenizer);
+            std::cout << a->out << "\n";
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("init-model", e.what());
+        }
+    };
+}
+
+}  // namespace kz::cli

@@ -1,0 +1,73 @@
+// Batched generation with a preallocated KV cache: prompts of different lengths are left-padded
+// into one batch, prefilled in one call, then decoded one token per step for every row until each
+// row meets a stop token or max_new_tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/sampling.h"
+
+namespace kz {
+
+struct GenerateRequest {
+    std::vector<std::vector<int64_t>> prompts;  // token ids, each non-empty
+    int64_t max_new_tokens = 256;
+    std::vector<int64_t> stop_ids;             // generation of a row ends after one of these
+    SamplingParams sampling;
+};
+
+struct Completion {
+    std::vector<int64_t> tokens;  // completion only; ends with the stop token when one was met
+    std::vector<float> logprobs;  // one per token (see Sampled::logprobs)
+    bool stopped = false;         // true: a stop token; false: max_new_tokens
+};
+
+struct GenerateStats {
+    int64_t prompt_tokens = 0, new_tokens = 0, steps = 0;
+    double prefill_s = 0, decode_s = 0;
+};
+
+// Called after every decode step with the row and the token it received (only rows still running).
+using TokenCallback = std::function<void(size_t row, int64_t token)>;
+
+// The batch of one generation: left-padded prompts (every prompt ends at slot P-1, so every row
+// decodes at the same slot), a KV cache of capacity P + max_new_tokens, and the per-row positions.
+// generate() drives it; tests drive it with chosen tokens (teacher forcing through the cache).
+class BatchDecoder {
+public:
+    // Throws std::runtime_error for an empty prompt, an id outside the vocabulary or a capacity
+    // beyond max_position_embeddings.
+    BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens);
+    // Runs the prompts; returns the logits of every prompt slot, (B, P, V) (padding slots hold
+    // garbage). Call once, first.
+    torch::Tensor prefill();
+    // Appends one token per row (B) int64 on the model's device; returns the next logits (B, V).
+    torch::Tensor step(const torch::Tensor& tokens);
+    int64_t batch() const { return B_; }
+    int64_t prompt_slots() const { return P_; }
+    int64_t steps_left() const { return S_ - next_slot_; }
+
+private:
+    const Model& model_;
+    int64_t B_, P_, S_, next_slot_ = 0;
+    torch::Tensor ids_, positions_, valid_, pos_;  // (B, P) (B, P) (B, S) (B, 1)
+    KVCache cache_;
+};
+
+// Throws std::runtime_error for an empty prompt, an id outside the vocabulary, a prompt + budget
+// beyond max_position_embeddings, or bad sampling parameters.
+std::vector<Completion> generate(const Model& model, const GenerateRequest& req, const TokenCallback& on_token = {},
+                                 GenerateStats* stats = nullptr);
+
+// Log-probabilities (fp32, temperature 1) of `completion` given `prompt`, one per completion token.
+std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& completion);
+
+// Per-token log-probs of `targets` from hidden states, computing logits `chunk` positions at a time
+// so the (B, T, V) logits never exist at once. hidden (B, T, C), targets (B, T) int64 -> (B, T) fp32.
+torch::Tensor token_logprobs(const Model& model, const torch::Tensor& hidden, const torch::Tensor& targets,
+                             int64_t chunk = 1024);
+
+}  // namespace kz

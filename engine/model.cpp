@@ -1,0 +1,252 @@
+#include "engine/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/safetensors.h"
+
+namespace kz {
+
+namespace {
+
+torch::ScalarType torch_dtype_of(Dtype d) {
+    switch (d) {
+        case Dtype::f32: return torch::kFloat32;
+        case Dtype::f16: return torch::kFloat16;
+        case Dtype::bf16: return torch::kBFloat16;
+        case Dtype::f64: return torch::kFloat64;
+        case Dtype::i64: return torch::kInt64;
+        case Dtype::i32: return torch::kInt32;
+        case Dtype::i16: return torch::kInt16;
+        case Dtype::i8: return torch::kInt8;
+        case Dtype::u8: return torch::kUInt8;
+        case Dtype::boolean: return torch::kBool;
+    }
+    throw std::logic_error("dtype");
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {  // (..., D)
+    auto halves = x.chunk(2, -1);
+    return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+}  // namespace
+
+torch::ScalarType dtype_from_name(const std::string& name) {
+    if (name == "float32" || name == "fp32") return torch::kFloat32;
+    if (name == "bfloat16" || name == "bf16") return torch::kBFloat16;
+    if (name == "float16" || name == "fp16") return torch::kFloat16;
+    throw std::runtime_error("unsupported dtype \"" + name + "\" (float32, bfloat16, float16)");
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    auto h = x.to(torch::kFloat32);
+    auto var = h.pow(2).mean(-1, true);
+    h = h * torch::rsqrt(var + eps);
+    return weight * h.to(x.scalar_type());
+}
+
+torch::Tensor attention_mask(const torch::Tensor& key_valid, const torch::Tensor& slots) {
+    const int64_t S = key_valid.size(1);
+    auto keys = torch::arange(S, slots.options()).view({1, S});  // (1, S)
+    auto q = slots.view({-1, 1});                                 // (T, 1)
+    auto causal = keys <= q;                                      // (T, S)
+    auto self = keys == q;
+    auto m = (causal.unsqueeze(0) & key_valid.unsqueeze(1)) | self.unsqueeze(0);  // (B, T, S)
+    return m.unsqueeze(1);                                                       // (B, 1, T, S)
+}
+
+Model::Model(ModelConfig cfg, torch::Device device, torch::ScalarType dtype)
+    : cfg_(std::move(cfg)), device_(device), dtype_(dtype) {
+    const int64_t D = cfg_.head_dim;
+    auto idx = torch::arange(0, D, 2, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kFloat32);
+    inv_freq_ = (1.0 / torch::pow(cfg_.rope_theta, idx / static_cast<double>(D))).to(device_);  // (D/2)
+}
+
+Model Model::load(const std::string& dir, torch::Device device, torch::ScalarType dtype) {
+    ModelConfig cfg = ModelConfig::load(dir);
+    Checkpoint ck(dir);
+    Model m(cfg, device, dtype);
+    auto get = [&](const std::string& name, std::vector<int64_t> shape) -> torch::Tensor {
+        const TensorView& v = ck.at(name);
+        if (v.shape != shape)
+            throw std::runtime_error(dir + ": tensor " + name + " has shape " + shape_str(v.shape) + ", expected " +
+                                     shape_str(shape));
+        auto t = torch::from_blob(const_cast<uint8_t*>(v.data), v.shape,
+                                  torch::TensorOptions().dtype(torch_dtype_of(v.dtype)));
+        return t.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    };
+    const int64_t C = cfg.hidden_size, H = cfg.num_heads, G = cfg.num_kv_heads, D = cfg.head_dim,
+                  I = cfg.intermediate_size, V = cfg.vocab_size;
+    m.embed_ = get("model.embed_tokens.weight", {V, C});
+    m.final_norm_ = get("model.norm.weight", {C});
+    if (cfg.tie_word_embeddings) {
+        m.lm_head_ = m.embed_;
+    } else {
+        m.lm_head_ = get("lm_head.weight", {V, C});
+    }
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        std::string p = "model.layers." + std::to_string(i) + ".";
+        Layer l;
+        l.input_norm = get(p + "input_layernorm.weight", {C});
+        l.post_attn_norm = get(p + "post_attention_layernorm.weight", {C});
+        l.q.weight = get(p + "self_attn.q_proj.weight", {H * D, C});
+        l.k.weight = get(p + "self_attn.k_proj.weight", {G * D, C});
+        l.v.weight = get(p + "self_attn.v_proj.weight", {G * D, C});
+        l.o.weight = get(p + "self_attn.o_proj.weight", {C, H * D});
+        if (cfg.qkv_bias) {
+            l.q.bias = get(p + "self_attn.q_proj.bias", {H * D});
+            l.k.bias = get(p + "self_attn.k_proj.bias", {G * D});
+            l.v.bias = get(p + "self_attn.v_proj.bias", {G * D});
+        }
+        if (cfg.o_bias) l.o.bias = get(p + "self_attn.o_proj.bias", {C});
+        if (cfg.qk_norm) {
+            l.q_norm = get(p + "self_attn.q_norm.weight", {D});
+            l.k_norm = get(p + "self_attn.k_norm.weight", {D});
+        }
+        l.gate.weight = get(p + "mlp.gate_proj.weight", {I, C});
+        l.up.weight = get(p + "mlp.up_proj.weight", {I, C});
+        l.down.weight = get(p + "mlp.down_proj.weight", {C, I});
+        m.layers_.push_back(std::move(l));
+    }
+    return m;
+}
+
+Model Model::random(const ModelConfig& cfg, torch::Device device, torch::ScalarType dtype, uint64_t seed) {
+    Model m(cfg, device, dtype);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+    auto normal = [&](std::vector<int64_t> shape) {
+        auto t = torch::empty(shape, opts);
+        t.normal_(0.0, cfg.initializer_range, gen);
+        return t.to(device, dtype);
+    };
+    auto ones = [&](int64_t n) { return torch::ones({n}, opts).to(device, dtype); };
+    auto zeros = [&](int64_t n) { return torch::zeros({n}, opts).to(device, dtype); };
+    const int64_t C = cfg.hidden_size, H = cfg.num_heads, G = cfg.num_kv_heads, D = cfg.head_dim,
+                  I = cfg.intermediate_size, V = cfg.vocab_size;
+    m.embed_ = normal({V, C});
+    m.final_norm_ = ones(C);
+    m.lm_head_ = cfg.tie_word_embeddings ? m.embed_ : normal({V, C});
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        Layer l;
+        l.input_norm = ones(C);
+        l.post_attn_norm = ones(C);
+        l.q.weight = normal({H * D, C});
+        l.k.weight = normal({G * D, C});
+        l.v.weight = normal({G * D, C});
+        l.o.weight = normal({C, H * D});
+        if (cfg.qkv_bias) l.q.bias = zeros(H * D), l.k.bias = zeros(G * D), l.v.bias = zeros(G * D);
+        if (cfg.o_bias) l.o.bias = zeros(C);
+        if (cfg.qk_norm) l.q_norm = ones(D), l.k_norm = ones(D);
+        l.gate.weight = normal({I, C});
+        l.up.weight = normal({I, C});
+        l.down.weight = normal({C, I});
+        m.layers_.push_back(std::move(l));
+    }
+    return m;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Model::named_parameters() const {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    out.emplace_back("model.embed_tokens.weight", embed_);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        const Layer& l = layers_[i];
+        std::string p = "model.layers." + std::to_string(i) + ".";
+        out.emplace_back(p + "input_layernorm.weight", l.input_norm);
+        out.emplace_back(p + "post_attention_layernorm.weight", l.post_attn_norm);
+        const std::pair<const char*, const Linear*> lins[] = {
+            {"self_attn.q_proj", &l.q}, {"self_attn.k_proj", &l.k}, {"self_attn.v_proj", &l.v},
+            {"self_attn.o_proj", &l.o}, {"mlp.gate_proj", &l.gate}, {"mlp.up_proj", &l.up}, {"mlp.down_proj", &l.down}};
+        for (const auto& [name, lin] : lins) {
+            out.emplace_back(p + name + ".weight", lin->weight);
+            if (lin->bias.defined()) out.emplace_back(p + name + ".bias", lin->bias);
+        }
+        if (l.q_norm.defined()) {
+            out.emplace_back(p + "self_attn.q_norm.weight", l.q_norm);
+            out.emplace_back(p + "self_attn.k_norm.weight", l.k_norm);
+        }
+    }
+    out.emplace_back("model.norm.weight", final_norm_);
+    if (!cfg_.tie_word_embeddings) out.emplace_back("lm_head.weight", lm_head_);
+    return out;
+}
+
+KVCache Model::make_cache(int64_t batch, int64_t capacity) const {
+    KVCache c;
+    auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+        c.k.push_back(torch::zeros({batch, cfg_.num_kv_heads, capacity, cfg_.head_dim}, opts));
+        c.v.push_back(torch::zeros({batch, cfg_.num_kv_heads, capacity, cfg_.head_dim}, opts));
+    }
+    return c;
+}
+
+torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const {
+    auto y = torch::nn::functional::linear(x, l.weight, l.bias);
+    if (lora_enabled && l.lora_a.defined())
+        y = y + torch::nn::functional::linear(torch::nn::functional::linear(x, l.lora_a), l.lora_b) * l.lora_scale;
+    return y;
+}
+
+torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache, int64_t layer,
+                               const torch::Tensor& slots) const {
+    const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
+    auto q = linear(l.q, x).view({B, T, H, D});  // (B, T, H, D)
+    auto k = linear(l.k, x).view({B, T, G, D});  // (B, T, G, D)
+    auto v = linear(l.v, x).view({B, T, G, D});
+    if (cfg_.qk_norm) {
+        q = rms_norm(q, l.q_norm, cfg_.rms_norm_eps);
+        k = rms_norm(k, l.k_norm, cfg_.rms_norm_eps);
+    }
+    q = q.transpose(1, 2);  // (B, H, T, D)
+    k = k.transpose(1, 2);  // (B, G, T, D)
+    v = v.transpose(1, 2);
+    auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // (B, 1, T, D)
+    q = q * c + rotate_half(q) * s;
+    k = k * c + rotate_half(k) * s;
+    if (cache) {
+        cache->k[layer].index_copy_(2, slots, k);
+        cache->v[layer].index_copy_(2, slots, v);
+        k = cache->k[layer];  // (B, G, S, D)
+        v = cache->v[layer];
+    }
+    auto out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(static_cast<double>(D)),
+                                                /*enable_gqa=*/G != H);  // (B, H, T, D)
+    out = out.transpose(1, 2).reshape({B, T, H * D});
+    return linear(l.o, out);
+}
+
+torch::Tensor Model::forward(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& mask,
+                             KVCache* cache, const torch::Tensor& slots) const {
+    auto h = embed_.index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), cfg_.hidden_size});  // (B, T, C)
+    // RoPE tables in fp32, as transformers builds them, then in the activations' dtype.
+    auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // (B, T, D/2)
+    auto emb = torch::cat({freqs, freqs}, -1);                              // (B, T, D)
+    auto cos = emb.cos().to(dtype_), sin = emb.sin().to(dtype_);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        const Layer& l = layers_[i];
+        h = h + attention(l, rms_norm(h, l.input_norm, cfg_.rms_norm_eps), cos, sin, mask, cache,
+                          static_cast<int64_t>(i), slots);
+        auto x = rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps);
+        h = h + linear(l.down, torch::silu(linear(l.gate, x)) * linear(l.up, x));
+    }
+    return rms_norm(h, final_norm_, cfg_.rms_norm_eps);
+}
+
+torch::Tensor Model::logits(const torch::Tensor& hidden) const {
+    return torch::nn::functional::linear(hidden, lm_head_);
+}
+
+const torch::Tensor& Model::lm_head() const { return lm_head_; }
+
+}  // namespace kz

@@ -1,0 +1,84 @@
+// Test driver for the golden tests (tests/engine/test_engine_hf.py): reads one JSON request on stdin,
+// runs the engine, prints one JSON reply. Ops:
+//   {"op": "prefill_logits", "model", "prompts": [[id...]...]}         -> {"logits": [row][pos][V]}
+//   {"op": "decode_logits", "model", "prompts", "forced": [[id...]...]} -> {"logits": [row][step][V]}
+//      step 0 is the prompt's last position; step i+1 follows forced[row][i] through the KV cache
+//   {"op": "generate", "model", "prompts", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
+//    "stop_ids"}                                                        -> {"completions": [{tokens, logprobs, stopped}]}
+//   {"op": "score", "model", "prompt": [id...], "completion": [id...]}  -> {"logprobs": [...]}
+// Optional "device" (default cpu) and "dtype" (default float32).
+#include <iostream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "engine/model.h"
+
+using json = nlohmann::json;
+
+static json to_json(const torch::Tensor& t) {  // nested lists of a CPU float tensor
+    auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
+    if (c.dim() == 1) return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    json out = json::array();
+    for (int64_t i = 0; i < c.size(0); ++i) out.push_back(to_json(c[i]));
+    return out;
+}
+
+int main() {
+    try {
+        json req = json::parse(std::string(std::istreambuf_iterator<char>(std::cin), {}));
+        torch::Device dev(req.value("device", std::string("cpu")));
+        kz::Model model = kz::Model::load(req.at("model").get<std::string>(), dev,
+                                          kz::dtype_from_name(req.value("dtype", std::string("float32"))));
+        const std::string op = req.at("op");
+        json reply;
+        if (op == "prefill_logits" || op == "decode_logits") {
+            auto prompts = req.at("prompts").get<std::vector<std::vector<int64_t>>>();
+            std::vector<std::vector<int64_t>> forced;
+            if (op == "decode_logits") forced = req.at("forced").get<std::vector<std::vector<int64_t>>>();
+            int64_t steps = forced.empty() ? 0 : static_cast<int64_t>(forced[0].size());
+            kz::BatchDecoder dec(model, prompts, steps);
+            auto logits = dec.prefill();  // (B, P, V)
+            const int64_t P = dec.prompt_slots();
+            json rows = json::array();
+            if (op == "prefill_logits") {
+                for (size_t b = 0; b < prompts.size(); ++b)
+                    rows.push_back(to_json(logits[b].slice(0, P - static_cast<int64_t>(prompts[b].size()), P)));
+            } else {
+                std::vector<torch::Tensor> per_step = {logits.select(1, P - 1)};  // (B, V)
+                for (int64_t s = 0; s < steps; ++s) {
+                    std::vector<int64_t> col;
+                    for (const auto& f : forced) col.push_back(f.at(s));
+                    per_step.push_back(dec.step(torch::tensor(col, torch::kInt64).to(dev)));
+                }
+                auto all = torch::stack(per_step, 1);  // (B, steps+1, V)
+                for (int64_t b = 0; b < all.size(0); ++b) rows.push_back(to_json(all[b]));
+            }
+            reply["logits"] = rows;
+        } else if (op == "generate") {
+            kz::GenerateRequest g;
+            g.prompts = req.at("prompts").get<std::vector<std::vector<int64_t>>>();
+            g.max_new_tokens = req.value("max_new_tokens", int64_t{32});
+            g.stop_ids = req.value("stop_ids", std::vector<int64_t>{});
+            g.sampling.temperature = req.value("temperature", 0.0);
+            g.sampling.top_p = req.value("top_p", 1.0);
+            g.sampling.top_k = req.value("top_k", int64_t{0});
+            g.sampling.seed = req.value("seed", uint64_t{0});
+            json cs = json::array();
+            for (const auto& c : kz::generate(model, g))
+                cs.push_back({{"tokens", c.tokens}, {"logprobs", c.logprobs}, {"stopped", c.stopped}});
+            reply["completions"] = cs;
+        } else if (op == "score") {
+            reply["logprobs"] = kz::score(model, req.at("prompt").get<std::vector<int64_t>>(),
+                                          req.at("completion").get<std::vector<int64_t>>());
+        } else {
+            throw std::runtime_error("unknown op " + op);
+        }
+        std::cout << reply.dump() << "\n";
+        return 0;
+    } catch (const std::exception& e) {
+        std::cerr << "engine_probe: " << e.what() << "\n";
+        return 2;
+    }
+}

@@ -1,0 +1,424 @@
+"""Golden tests of the policy engine against Hugging Face: tokenizers (10,000+ strings), transformers
+(logits, KV-cache decode, greedy generation, log-probs) for Qwen2 and Qwen3, checkpoints written by
+`kernelzero init-model`, and every bad checkpoint input named in the engine issue.
+
+Run by ctest (label cpu) with KZ_BINARY, KZ_ENGINE_PROBE and KZ_TOKENIZER_DIR set."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import tempfile
+import unicodedata
+import unittest
+from pathlib import Path
+
+import torch
+
+KZ = os.environ.get("KZ_BINARY", "build/kernelzero")
+PROBE = os.environ.get("KZ_ENGINE_PROBE", "build/tests/engine_probe")
+TOKENIZER_DIR = os.environ.get("KZ_TOKENIZER_DIR", str(Path(__file__).resolve().parents[2] / "data/qwen2.5-tokenizer"))
+REPO = Path(__file__).resolve().parents[2]
+LOGIT_ATOL = 1e-4
+
+
+def run(args, input_text=None, check=True):
+    p = subprocess.run(args, input=input_text, capture_output=True, text=True, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args[:2]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p
+
+
+def lines(text):
+    """JSONL output split on \n only (str.splitlines would also split inside U+2028 and U+0085)."""
+    return [l for l in text.split("\n") if l]
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+
+
+def probe(req):
+    return json.loads(run([PROBE], json.dumps(req)).stdout)
+
+
+# ---------------------------------------------------------------- tokenizer corpus
+
+UNICODE_SAMPLES = [
+    "e\u0301", "A\u030a", "n\u0303o", "\u1100\u1161\u11a8", "cafe\u0301 re\u0301sume\u0301", "Ǆ ǅ ǆ", "ﬁ ﬂ",
+    "😀", "👩‍💻", "👍🏽", "🇫🇷", "❤️", "🧑‍🤝‍🧑", "日本語のテキスト", "中文字符和标点，。", "한국어 문장",
+    "Привет, мир", "Ελληνικά", "مرحبا بالعالم", "שלום", "नमस्ते", "ภาษาไทย", "٣٤٥ ۱۲۳", "①②③", "½ ¾",
+    "\u00a0", "\u3000", "\u2028", "\u2029", "\u0085", "\u200b", "\ufeff", "\t\t", "\r\n", "\n\n\n",
+    "I'm", "don't", "'S", "'LL", "’s", "we'RE", "ſ", "ß", "İ", "µ", "Å", "Ω",
+]
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+            "<|fim_middle|>", "<|file_sep|>", "<|im_start", "|im_end|>", "<|endoftext", "<|im_start|><|im_end|>"]
+WHITESPACE = [" ", "  ", "    ", "\t", "\n", " \n", "\n    ", "\r\n", "        ", " " * 17, "\t \t", "\n\n"]
+
+
+def code_lines():
+    lines = []
+    for pattern in ("examples/known_good/**/*.py", "python/kernelzero/**/*.py", "engine/*.cpp", "verify/*.cpp",
+                    "tests/verify/adversarial/*.py"):
+        for f in sorted(REPO.glob(pattern)):
+            text = f.read_text(encoding="utf-8")
+            lines += text.splitlines(keepends=True)
+            lines.append(text[:4000])  # whole-file chunks: indentation runs, blank lines
+    return [l for l in lines if l]
+
+
+def corpus(n=10_500, seed=1234):
+    rng = random.Random(seed)
+    code = code_lines()
+    out = list(UNICODE_SAMPLES) + SPECIALS + WHITESPACE
+    digits = lambda: "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24)))  # noqa: E731
+    while len(out) < n:
+        kind = rng.random()
+        if kind < 0.45:
+            i = rng.randrange(len(code))
+            s = "".join(code[i:i + rng.randint(1, 6)])
+        else:
+            parts = []
+            for _ in range(rng.randint(1, 7)):
+                r = rng.random()
+                if r < 0.3:
+                    parts.append(rng.choice(UNICODE_SAMPLES))
+                elif r < 0.45:
+                    parts.append(rng.choice(SPECIALS))
+                elif r < 0.6:
+                    parts.append(rng.choice(WHITESPACE))
+                elif r < 0.75:
+                    parts.append(digits())
+                else:
+                    parts.append(rng.choice(code).strip()[: rng.randint(1, 60)])
+                if rng.random() < 0.5:
+                    parts.append(rng.choice([" ", "", "\n", "  "]))
+            s = "".join(parts)
+        if s:
+            out.append(s)
+    return out
+
+
+class TokenizerTest(unittest.TestCase):
+    def test_known_encoding(self):
+        text = "Hello, world! def f(x):\n    return x**2  # 123456\n<|im_start|>user\nhi<|im_end|>"
+        want = [9707, 11, 1879, 0, 707, 282, 2075, 982, 262, 470, 856, 334, 17, 220, 671, 220, 16, 17, 18, 19, 20, 21,
+                198, 151644, 872, 198, 6023, 151645]
+        got = json.loads(run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"], json.dumps(text) + "\n").stdout)
+        self.assertEqual(got, want)
+
+    def test_corpus_matches_hugging_face(self):
+        from tokenizers import Tokenizer
+        ref = Tokenizer.from_file(os.path.join(TOKENIZER_DIR, "tokenizer.json"))
+        texts = corpus()
+        self.assertGreaterEqual(len(texts), 10_000)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "corpus.jsonl")
+            with open(path, "w", encoding="utf-8") as f:
+                for t in texts:
+                    f.write(json.dumps(t) + "\n")
+            ours = [json.loads(l) for l in lines(run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", path]).stdout)]
+            self.assertEqual(len(ours), len(texts))
+            want = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+            bad = [i for i in range(len(texts)) if ours[i] != want[i]]
+            self.assertEqual(bad[:5] and [(texts[i], ours[i], want[i]) for i in bad[:5]], [],
+                             f"{len(bad)} of {len(texts)} strings differ")
+            ids_path = os.path.join(d, "ids.jsonl")
+            with open(ids_path, "w") as f:
+                for ids in ours:
+                    f.write(json.dumps(ids) + "\n")
+            decoded = [json.loads(l) for l in lines(run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", ids_path,
+                                                         "--decode"]).stdout)]
+            wrong = [i for i in range(len(texts)) if decoded[i] != ref.decode(want[i], skip_special_tokens=False)]
+            self.assertEqual(wrong[:5], [], f"{len(wrong)} decodes differ from Hugging Face's")
+            nfc = [i for i in range(len(texts)) if decoded[i] != unicodedata.normalize("NFC", texts[i])]
+            self.assertEqual(nfc[:5], [], "decode(encode(s)) must give NFC(s) back")
+
+    def test_bad_lines_name_the_line(self):
+        p = run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"], '"ok"\n{"not": "a string"}\n', check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("line 2", p.stderr)
+        p = run([KZ, "tokenize", "--model", "/nonexistent", "--jsonl", "-"], '"x"\n', check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no tokenizer.json", p.stderr)
+
+
+# ---------------------------------------------------------------- models
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g) * 0.1
+            p.copy_(1.0 + noise if "norm" in name else noise * (0.3 if "embed" in name or "lm_head" in name else 1.0))
+    return model
+
+
+def make_hf_model(arch, directory, tied=True, seed=0, **save_kwargs):
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    common = dict(vocab_size=384, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-6,
+                  tie_word_embeddings=tied)
+    if arch == "qwen2":
+        cfg, cls = Qwen2Config(**common), Qwen2ForCausalLM
+    else:
+        cfg, cls = Qwen3Config(head_dim=32, attention_bias=False, **common), Qwen3ForCausalLM
+    torch.manual_seed(seed)
+    m = randomize(cls(cfg), seed).eval()
+    m.save_pretrained(directory, **save_kwargs)
+    return m
+
+
+def hf_logits(m, ids):
+    with torch.no_grad():
+        return m(torch.tensor([ids])).logits[0].double()
+
+
+class ModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kz-engine-")
+        cls.models = {}
+        for arch, tied in (("qwen2", True), ("qwen2", False), ("qwen3", True), ("qwen3", False)):
+            d = os.path.join(cls.tmp, f"{arch}-{'tied' if tied else 'untied'}")
+            cls.models[(arch, tied)] = (make_hf_model(arch, d, tied, seed=len(cls.models)), d)
+        rng = random.Random(7)
+        cls.prompts = [[rng.randrange(384) for _ in range(n)] for n in (9, 3, 17, 1)]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_prefill_logits_batch_of_different_lengths(self):
+        for (arch, tied), (m, d) in self.models.items():
+            with self.subTest(arch=arch, tied=tied):
+                ours = probe({"op": "prefill_logits", "model": d, "prompts": self.prompts})["logits"]
+                for ids, got in zip(self.prompts, ours):
+                    diff = (torch.tensor(got, dtype=torch.float64) - hf_logits(m, ids)).abs().max().item()
+                    self.assertLess(diff, LOGIT_ATOL)
+
+    def test_kv_cache_decode_logits(self):
+        rng = random.Random(3)
+        forced = [[rng.randrange(384) for _ in range(12)] for _ in self.prompts]
+        for (arch, tied), (m, d) in self.models.items():
+            with self.subTest(arch=arch, tied=tied):
+                ours = probe({"op": "decode_logits", "model": d, "prompts": self.prompts, "forced": forced})["logits"]
+                for ids, f, got in zip(self.prompts, forced, ours):
+                    ref = hf_logits(m, ids + f)[len(ids) - 1:]  # the prompt's last position, then one per forced token
+                    diff = (torch.tensor(got, dtype=torch.float64) - ref).abs().max().item()
+                    self.assertLess(diff, LOGIT_ATOL)
+
+    def test_greedy_generation_matches_generate(self):
+        for (arch, tied), (m, d) in self.models.items():
+            with self.subTest(arch=arch, tied=tied):
+                ours = probe({"op": "generate", "model": d, "prompts": self.prompts, "max_new_tokens": 32,
+                              "temperature": 0})["completions"]
+                for ids, c in zip(self.prompts, ours):
+                    m.generation_config.eos_token_id = None
+                    with torch.no_grad():
+                        out = m.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                         max_new_tokens=32, do_sample=False, pad_token_id=0)
+                    self.assertEqual(c["tokens"], out[0, len(ids):].tolist())
+                    ref_lp = [torch.log_softmax(l, -1)[t].item() for l, t in
+                              zip(hf_logits(m, ids + c["tokens"])[len(ids) - 1:-1], c["tokens"])]
+                    self.assertLess(max(abs(a - b) for a, b in zip(c["logprobs"], ref_lp)), 1e-4)
+
+    def test_sampling_is_seeded_and_honours_stop_tokens(self):
+        _, d = self.models[("qwen2", True)]
+        req = {"op": "generate", "model": d, "prompts": self.prompts, "max_new_tokens": 24, "temperature": 1.0,
+               "top_p": 0.9, "top_k": 50, "seed": 11}
+        a, b = probe(req)["completions"], probe(req)["completions"]
+        self.assertEqual(a, b)
+        c = probe({**req, "seed": 12})["completions"]
+        self.assertNotEqual([x["tokens"] for x in a], [x["tokens"] for x in c])
+        stop = a[0]["tokens"][5]
+        s = probe({**req, "stop_ids": [stop]})["completions"][0]
+        self.assertTrue(s["stopped"])
+        self.assertEqual(s["tokens"][-1], stop)
+        self.assertNotIn(stop, s["tokens"][:-1])
+
+    def test_completion_logprobs(self):
+        for (arch, tied), (m, d) in self.models.items():
+            with self.subTest(arch=arch, tied=tied):
+                prompt, completion = self.prompts[0], self.prompts[2]
+                ours = probe({"op": "score", "model": d, "prompt": prompt, "completion": completion})["logprobs"]
+                logits = hf_logits(m, prompt + completion)
+                ref = torch.log_softmax(logits[len(prompt) - 1:-1], -1).gather(1, torch.tensor(completion)[:, None])[:, 0]
+                self.assertLess((torch.tensor(ours, dtype=torch.float64) - ref).abs().max().item(), 1e-4)
+
+    def test_config_forms_and_sharded_checkpoints(self):
+        m, d = self.models[("qwen3", False)]
+        cfg = read_json(os.path.join(d, "config.json"))
+        variants = {}
+        legacy = dict(cfg)
+        rp = legacy.pop("rope_parameters", None)
+        legacy["rope_theta"] = (rp or {}).get("rope_theta", cfg.get("rope_theta", 10000.0))
+        modern = dict(cfg)
+        modern.pop("rope_theta", None)
+        modern["rope_parameters"] = {"rope_type": "default", "rope_theta": legacy["rope_theta"]}
+        for name, c in (("legacy", legacy), ("modern", modern)):
+            v = os.path.join(self.tmp, f"cfg-{name}")
+            shutil.copytree(d, v)
+            write_json(os.path.join(v, "config.json"), c)
+            variants[name] = v
+        sharded = os.path.join(self.tmp, "sharded")
+        m.save_pretrained(sharded, max_shard_size="100KB")
+        self.assertTrue(os.path.exists(os.path.join(sharded, "model.safetensors.index.json")))
+        variants["sharded"] = sharded
+        ref = hf_logits(m, self.prompts[0])
+        for name, v in variants.items():
+            with self.subTest(variant=name):
+                got = probe({"op": "prefill_logits", "model": v, "prompts": [self.prompts[0]]})["logits"][0]
+                self.assertLess((torch.tensor(got, dtype=torch.float64) - ref).abs().max().item(), LOGIT_ATOL)
+
+    def test_init_model_loads_in_transformers(self):
+        from transformers import AutoModelForCausalLM
+        for arch in ("qwen2", "qwen3"):
+            with self.subTest(arch=arch):
+                d = os.path.join(self.tmp, f"init-{arch}")
+                run([KZ, "init-model", "--arch", arch, "--preset", "tiny", "--tokenizer", TOKENIZER_DIR, "--out", d,
+                     "--seed", "5"])
+                m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+                self.assertEqual(type(m).__name__, "Qwen2ForCausalLM" if arch == "qwen2" else "Qwen3ForCausalLM")
+                ids = [9707, 11, 1879, 0, 707, 282, 2075]
+                got = probe({"op": "prefill_logits", "model": d, "prompts": [ids]})["logits"][0]
+                self.assertLess((torch.tensor(got, dtype=torch.float64) - hf_logits(m, ids)).abs().max().item(), LOGIT_ATOL)
+                p = run([KZ, "generate", "--model", d, "--prompt", "def relu(x):", "--max-new-tokens", "5", "--json",
+                         "--temperature", "0"])
+                line = json.loads(lines(p.stdout)[-1])
+                self.assertEqual(len(line["token_ids"]), 5)
+                self.assertEqual(len(line["logprobs"]), 5)
+
+
+class BadCheckpointTest(unittest.TestCase):
+    """Every bad input gets exit code 2 and a one-line reason that names the cause."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kz-bad-")
+        cls.good = os.path.join(cls.tmp, "good")
+        make_hf_model("qwen2", cls.good, tied=False)
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(TOKENIZER_DIR, f), cls.good)
+        # A vocabulary of 384 cannot hold the real tokenizer's ids: score with a plain-ASCII prompt
+        # through the probe instead of the CLI where ids matter.
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def variant(self, name):
+        d = os.path.join(self.tmp, name)
+        shutil.copytree(self.good, d)
+        return d
+
+    def expect_error(self, d, *needles):
+        p = run([PROBE], json.dumps({"op": "prefill_logits", "model": d, "prompts": [[1, 2, 3]]}), check=False)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        for n in needles:
+            self.assertIn(n, p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def rewrite_safetensors(self, d, edit_header=None, cut=None, length_override=None):
+        path = os.path.join(d, "model.safetensors")
+        with open(path, "rb") as f:
+            raw = f.read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+        if edit_header:
+            edit_header(header)
+        h = json.dumps(header).encode()
+        out = struct.pack("<Q", length_override if length_override is not None else len(h)) + h + data
+        with open(path, "wb") as f:
+            f.write(out[:cut] if cut else out)
+
+    def test_missing_files(self):
+        self.expect_error(os.path.join(self.tmp, "nowhere"), "no config.json")
+        d = self.variant("no-weights")
+        os.remove(os.path.join(d, "model.safetensors"))
+        self.expect_error(d, "no model.safetensors")
+
+    def test_unsupported_architecture(self):
+        d = self.variant("llama")
+        cfg = read_json(os.path.join(d, "config.json"))
+        cfg["architectures"], cfg["model_type"] = ["LlamaForCausalLM"], "llama"
+        write_json(os.path.join(d, "config.json"), cfg)
+        self.expect_error(d, "unsupported architecture", "LlamaForCausalLM")
+
+    def test_invalid_config(self):
+        d = self.variant("badjson")
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write("{not json")
+        self.expect_error(d, "config.json", "not valid JSON")
+        d = self.variant("nofield")
+        cfg = read_json(os.path.join(d, "config.json"))
+        del cfg["hidden_size"]
+        write_json(os.path.join(d, "config.json"), cfg)
+        self.expect_error(d, "hidden_size")
+        d = self.variant("yarn")
+        cfg = read_json(os.path.join(d, "config.json"))
+        cfg.pop("rope_parameters", None)
+        cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+        write_json(os.path.join(d, "config.json"), cfg)
+        self.expect_error(d, "unsupported RoPE type", "yarn")
+
+    def test_missing_tensor(self):
+        d = self.variant("missing-tensor")
+        self.rewrite_safetensors(d, lambda h: h.pop("model.layers.1.mlp.up_proj.weight"))
+        self.expect_error(d, "model.layers.1.mlp.up_proj.weight", "missing")
+
+    def test_wrong_shape(self):
+        d = self.variant("wrong-shape")
+
+        def edit(h):
+            t = h["model.norm.weight"]
+            t["shape"] = [t["shape"][0] // 2, 2]
+        self.rewrite_safetensors(d, edit)
+        self.expect_error(d, "model.norm.weight", "shape")
+
+    def test_truncated_file(self):
+        d = self.variant("truncated")
+        self.rewrite_safetensors(d, cut=-1000)
+        self.expect_error(d, "model.safetensors", "outside")
+        d = self.variant("tiny-file")
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(b"\x01\x02")
+        self.expect_error(d, "truncated")
+
+    def test_corrupted_header_size(self):
+        d = self.variant("header-size")
+        self.rewrite_safetensors(d, length_override=1 << 40)
+        self.expect_error(d, "header size")
+
+    def test_offsets_and_dtype(self):
+        d = self.variant("offsets")
+
+        def edit(h):
+            t = h["model.embed_tokens.weight"]
+            t["data_offsets"] = [t["data_offsets"][0], t["data_offsets"][1] + 4]
+        self.rewrite_safetensors(d, edit)
+        self.expect_error(d, "model.embed_tokens.weight")
+        d = self.variant("dtype")
+        self.rewrite_safetensors(d, lambda h: h["model.norm.weight"].update(dtype="F8_E9M9"))
+        self.expect_error(d, "unsupported dtype", "F8_E9M9")
+
+    def test_missing_shard(self):
+        d = os.path.join(self.tmp, "shards")
+        make_hf_model("qwen2", d, tied=True, max_shard_size="100KB")
+        index = read_json(os.path.join(d, "model.safetensors.index.json"))
+        shard = sorted(set(index["weight_map"].values()))[-1]
+        os.remove(os.path.join(d, shard))
+        self.expect_error(d, shard, "missing")
+
+
+if __name__ == "__main__":
+    unittest.main()
