@@ -15,5 +15,6 @@ Runner add_tokenize(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_score(CLI::App& app);
 Runner add_init_model(CLI::App& app);
+Runner add_bench_engine(CLI::App& app);
 
 }  // namespace kz::cli

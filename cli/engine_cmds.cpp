@@ -1,4 +1,6 @@
 // Policy-engine subcommands: tokenize, generate, score, init-model.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -264,6 +266,94 @@ Runner add_init_model(CLI::App& app) {
             return 0;
         } catch (const std::exception& e) {
             return usage_error("init-model", e.what());
+        }
+    };
+}
+
+}  // namespace kz::cli
+
+namespace kz::cli {
+
+Runner add_bench_engine(CLI::App& app) {
+    struct Args {
+        std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto", batches = "1,16,64";
+        int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
+        bool as_json = false;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
+    cmd->add_option("--model", a->model, "Hugging Face model directory (default: a random --preset model built on the device)");
+    cmd->add_option("--arch", a->arch, "qwen2 or qwen3 (with --preset)")->check(CLI::IsMember({"qwen2", "qwen3"}));
+    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes");
+    cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--new-tokens", a->new_tokens, "New tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--repeats", a->repeats, "Timed runs per batch size (median reported)")->check(CLI::Range(1, 100));
+    cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto");
+    cmd->add_option("--dtype", a->dtype, "float32, bfloat16, float16 or auto");
+    cmd->add_flag("--json", a->as_json, "One JSON object per batch size");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            torch::Device dev = pick_device(a->device);
+            torch::ScalarType dt = pick_dtype(a->dtype, dev);
+            std::vector<int64_t> batches;
+            for (size_t i = 0; i < a->batches.size();) {
+                size_t j = a->batches.find(',', i);
+                std::string part = a->batches.substr(i, j == std::string::npos ? std::string::npos : j - i);
+                batches.push_back(std::stoll(part));
+                if (batches.back() < 1) return usage_error("bench-engine", "--batch sizes must be >= 1");
+                if (j == std::string::npos) break;
+                i = j + 1;
+            }
+            auto t0 = std::chrono::steady_clock::now();
+            Model model = a->model.empty()
+                              ? Model::random(ModelConfig::preset(arch_from_name(a->arch), a->preset, 152064), dev, dt, 0)
+                              : Model::load(a->model, dev, dt);
+            double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::cerr << "[bench-engine] model ready in " << load_s << " s\n";
+            const int64_t vocab = std::min<int64_t>(model.config().vocab_size, 150000);
+            for (int64_t B : batches) {
+                auto prompts_t = torch::randint(vocab, {B, a->prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
+                std::vector<std::vector<int64_t>> prompts(B);
+                for (int64_t b = 0; b < B; ++b)
+                    prompts[b].assign(prompts_t[b].data_ptr<int64_t>(), prompts_t[b].data_ptr<int64_t>() + a->prompt_len);
+                GenerateRequest req;
+                req.prompts = prompts;
+                req.sampling.temperature = 1.0;
+                req.max_new_tokens = 8;
+                generate(model, req);  // warm-up: allocator, kernels
+                req.max_new_tokens = a->new_tokens;
+                std::vector<double> totals, steps_ms;
+                GenerateStats st;
+                for (int64_t r = 0; r < a->repeats; ++r) {
+                    req.sampling.seed = static_cast<uint64_t>(r);
+                    auto t1 = std::chrono::steady_clock::now();
+                    generate(model, req, {}, &st);
+                    totals.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+                    steps_ms.push_back(st.decode_s / std::max<int64_t>(1, st.steps) * 1e3);
+                }
+                std::sort(totals.begin(), totals.end());
+                std::sort(steps_ms.begin(), steps_ms.end());
+                double total = totals[totals.size() / 2];
+                json j = {{"batch", B}, {"prompt_len", a->prompt_len}, {"new_tokens", a->new_tokens},
+                          {"seconds", total}, {"seconds_min", totals.front()}, {"seconds_max", totals.back()},
+                          {"tokens_per_s", static_cast<double>(B * a->new_tokens) / total},
+                          {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]}, {"prefill_s", st.prefill_s},
+                          {"device", dev.str()}, {"repeats", a->repeats}};
+                if (a->as_json) {
+                    std::cout << j.dump() << std::endl;
+                } else {
+                    std::printf("batch %4lld  prompt %lld  new %lld: %.2f s  %.0f tok/s  %.2f ms/step  (prefill %.3f s)\n",
+                                static_cast<long long>(B), static_cast<long long>(a->prompt_len),
+                                static_cast<long long>(a->new_tokens), total, j["tokens_per_s"].get<double>(),
+                                j["decode_ms_per_step"].get<double>(), st.prefill_s);
+                    std::fflush(stdout);
+                }
+            }
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("bench-engine", e.what());
         }
     };
 }

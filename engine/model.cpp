@@ -1,11 +1,10 @@
 #include "engine/model.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cmath>
 #include <stdexcept>
 
 #include "engine/safetensors.h"
+#include "engine/sampling.h"
 
 namespace kz {
 
@@ -122,12 +121,14 @@ Model Model::load(const std::string& dir, torch::Device device, torch::ScalarTyp
 
 Model Model::random(const ModelConfig& cfg, torch::Device device, torch::ScalarType dtype, uint64_t seed) {
     Model m(cfg, device, dtype);
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+    // Drawn on the target device (a 7B model's weights in seconds on a GPU), so the same seed gives
+    // different weights on the CPU and on a GPU.
+    auto gen = make_generator(device, seed);
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     auto normal = [&](std::vector<int64_t> shape) {
-        auto t = torch::empty(shape, opts);
+        auto t = torch::empty(shape, opts.dtype(dtype));
         t.normal_(0.0, cfg.initializer_range, gen);
-        return t.to(device, dtype);
+        return t;
     };
     auto ones = [&](int64_t n) { return torch::ones({n}, opts).to(device, dtype); };
     auto zeros = [&](int64_t n) { return torch::zeros({n}, opts).to(device, dtype); };

@@ -299,6 +299,39 @@ class ModelTest(unittest.TestCase):
                 self.assertEqual(len(line["logprobs"]), 5)
 
 
+@unittest.skipUnless(os.environ.get("KZ_ENGINE_DEVICE", "cpu").startswith("cuda"), "GPU test (KZ_ENGINE_DEVICE=cuda)")
+class GpuBf16Test(unittest.TestCase):
+    """bf16 on the GPU: our logits are as close to the fp32 reference as transformers' own bf16 logits."""
+
+    def test_bf16_logits_match_transformers(self):
+        dev = os.environ["KZ_ENGINE_DEVICE"]
+        rng = random.Random(5)
+        prompts = [[rng.randrange(384) for _ in range(n)] for n in (33, 7, 64)]
+        forced = [[rng.randrange(384) for _ in range(16)] for _ in prompts]
+        with tempfile.TemporaryDirectory() as tmp:
+            for arch in ("qwen2", "qwen3"):
+                with self.subTest(arch=arch):
+                    d = os.path.join(tmp, arch)
+                    m = make_hf_model(arch, d, tied=False)
+                    ours = probe({"op": "decode_logits", "model": d, "prompts": prompts, "forced": forced,
+                                  "device": dev, "dtype": "bfloat16"})["logits"]
+                    ref32 = m.to(dev)
+                    m16 = make_hf_model(arch, os.path.join(tmp, arch + "-copy"), tied=False).to(dev, torch.bfloat16)
+                    for ids, f, got in zip(prompts, forced, ours):
+                        x = torch.tensor([ids + f], device=dev)
+                        with torch.no_grad():
+                            r32 = ref32(x).logits[0, len(ids) - 1:].double().cpu()
+                            r16 = m16(x).logits[0, len(ids) - 1:].double().cpu()
+                        got = torch.tensor(got, dtype=torch.float64)
+                        hf_err = (r16 - r32).abs().max().item()
+                        our_err = (got - r32).abs().max().item()
+                        scale = r32.abs().max().item()
+                        self.assertLess(our_err, 2 * hf_err + 1e-3 * scale, f"ours {our_err:.4g} vs transformers bf16 {hf_err:.4g}")
+                        self.assertLess((got - r16).abs().max().item(), 0.05 * scale)
+                        agree = (got.argmax(-1) == r32.argmax(-1)).double().mean().item()
+                        self.assertGreater(agree, 0.9)
+
+
 class BadCheckpointTest(unittest.TestCase):
     """Every bad input gets exit code 2 and a one-line reason that names the cause."""
 
