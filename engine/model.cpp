@@ -37,6 +37,39 @@ torch::Tensor rotate_half(const torch::Tensor& x) {  // (..., D)
     return torch::cat({-halves[1], halves[0]}, -1);
 }
 
+// Activation recomputation of one decoder layer (what torch.utils.checkpoint does, reentrant
+// form): forward runs the layer without recording, keeping only its input; backward runs it again
+// with recording and back-propagates through that, which also accumulates the parameters' grads.
+struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, int64_t model_ptr,
+                                 int64_t layer, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask) {
+        ctx->saved_data["model"] = model_ptr;
+        ctx->saved_data["layer"] = layer;
+        ctx->save_for_backward({h, cos, sin, mask});
+        torch::NoGradGuard no_grad;
+        const auto* m = reinterpret_cast<const Model*>(model_ptr);
+        return m->layer_forward(layer, h, cos, sin, mask, nullptr, {});
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grad_out) {
+        auto saved = ctx->get_saved_variables();
+        const auto* m = reinterpret_cast<const Model*>(ctx->saved_data["model"].toInt());
+        const int64_t layer = ctx->saved_data["layer"].toInt();
+        auto h = saved[0].detach().requires_grad_(true);
+        {
+            torch::AutoGradMode enable(true);
+            auto out = m->layer_forward(layer, h, saved[1], saved[2], saved[3], nullptr, {});
+            torch::autograd::backward({out}, {grad_out[0]});
+        }
+        return {h.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+torch::Tensor recomputed_layer(const Model& m, int64_t layer, const torch::Tensor& h, const torch::Tensor& cos,
+                               const torch::Tensor& sin, const torch::Tensor& mask) {
+    return RecomputedLayer::apply(h, reinterpret_cast<int64_t>(&m), layer, cos, sin, mask);
+}
+
 }  // namespace
 
 torch::ScalarType dtype_from_name(const std::string& name) {
@@ -193,8 +226,12 @@ KVCache Model::make_cache(int64_t batch, int64_t capacity) const {
 
 torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const {
     auto y = torch::nn::functional::linear(x, l.weight, l.bias);
-    if (lora_enabled && l.lora_a.defined())
-        y = y + torch::nn::functional::linear(torch::nn::functional::linear(x, l.lora_a), l.lora_b) * l.lora_scale;
+    if (lora_enabled && l.lora_a.defined()) {
+        // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's.
+        auto xa = x.to(l.lora_a.scalar_type());
+        auto d = torch::nn::functional::linear(torch::nn::functional::linear(xa, l.lora_a), l.lora_b) * l.lora_scale;
+        y = y + d.to(y.scalar_type());
+    }
     return y;
 }
 
@@ -234,14 +271,40 @@ torch::Tensor Model::forward(const torch::Tensor& ids, const torch::Tensor& posi
     auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // (B, T, D/2)
     auto emb = torch::cat({freqs, freqs}, -1);                              // (B, T, D)
     auto cos = emb.cos().to(dtype_), sin = emb.sin().to(dtype_);
+    const bool recompute = recompute_layers && cache == nullptr && torch::GradMode::is_enabled();
+    // A recomputed layer is differentiated only if its input requires grad (frozen embeddings under
+    // LoRA do not); the same fix as transformers' enable_input_require_grads.
+    if (recompute && !h.requires_grad()) h = h.detach().requires_grad_(true);
     for (size_t i = 0; i < layers_.size(); ++i) {
-        const Layer& l = layers_[i];
-        h = h + attention(l, rms_norm(h, l.input_norm, cfg_.rms_norm_eps), cos, sin, mask, cache,
-                          static_cast<int64_t>(i), slots);
-        auto x = rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps);
-        h = h + linear(l.down, torch::silu(linear(l.gate, x)) * linear(l.up, x));
+        const auto li = static_cast<int64_t>(i);
+        h = recompute ? recomputed_layer(*this, li, h, cos, sin, mask) : layer_forward(li, h, cos, sin, mask, cache, slots);
     }
     return rms_norm(h, final_norm_, cfg_.rms_norm_eps);
+}
+
+torch::Tensor Model::layer_forward(int64_t layer, const torch::Tensor& h_in, const torch::Tensor& cos,
+                                   const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache,
+                                   const torch::Tensor& slots) const {
+    const Layer& l = layers_[layer];
+    auto h = h_in + attention(l, rms_norm(h_in, l.input_norm, cfg_.rms_norm_eps), cos, sin, mask, cache, layer, slots);
+    auto x = rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps);
+    return h + linear(l.down, torch::silu(linear(l.gate, x)) * linear(l.up, x));
+}
+
+std::vector<std::pair<std::string, Linear*>> Model::linears() {
+    std::vector<std::pair<std::string, Linear*>> out;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        Layer& l = layers_[i];
+        std::string p = "model.layers." + std::to_string(i) + ".";
+        out.emplace_back(p + "self_attn.q_proj", &l.q);
+        out.emplace_back(p + "self_attn.k_proj", &l.k);
+        out.emplace_back(p + "self_attn.v_proj", &l.v);
+        out.emplace_back(p + "self_attn.o_proj", &l.o);
+        out.emplace_back(p + "mlp.gate_proj", &l.gate);
+        out.emplace_back(p + "mlp.up_proj", &l.up);
+        out.emplace_back(p + "mlp.down_proj", &l.down);
+    }
+    return out;
 }
 
 torch::Tensor Model::logits(const torch::Tensor& hidden) const {

@@ -66,8 +66,19 @@ public:
 
     // Every base parameter by its Hugging Face name (shared storage: editing one edits the model).
     std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+    // Every linear layer by its Hugging Face module path ("model.layers.0.self_attn.q_proj", ...),
+    // for LoRA to attach to and merge into.
+    std::vector<std::pair<std::string, Linear*>> linears();
+
+    // One decoder layer: (B, T, C) -> (B, T, C). Public for the recomputation wrapper.
+    torch::Tensor layer_forward(int64_t layer, const torch::Tensor& h, const torch::Tensor& cos,
+                                const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache,
+                                const torch::Tensor& slots) const;
 
     bool lora_enabled = true;
+    // While training (grad mode on, no cache): keep only each layer's input and recompute the layer
+    // in the backward pass (activation memory of one layer instead of all).
+    bool recompute_layers = false;
 
 private:
     Model(ModelConfig cfg, torch::Device device, torch::ScalarType dtype);

@@ -6,13 +6,21 @@
 //   {"op": "generate", "model", "prompts", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
 //    "stop_ids"}                                                        -> {"completions": [{tokens, logprobs, stopped}]}
 //   {"op": "score", "model", "prompt": [id...], "completion": [id...]}  -> {"logprobs": [...]}
-// Optional "device" (default cpu) and "dtype" (default float32).
+//   {"op": "train_step", "model", "ids", "valid", "weights", "full": bool, "lr", "max_grad_norm",
+//    "weight_decay", "recompute": bool, "chunk", "micro_batches": n, "report": [names],
+//    "save_adapter": dir, "save_merged": dir}                          -> {"loss", "grad_norm", "grads", "params_after"}
+// Optional "device" (default cpu), "dtype" (default float32), "adapter" (a peft directory to load)
+// and "lora_enabled" (default true).
 #include <iostream>
 #include <iterator>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
+#include "engine/hf_checkpoint.h"
+#include "engine/lora.h"
+#include "engine/training.h"
 #include "engine/model.h"
 
 using json = nlohmann::json;
@@ -31,6 +39,9 @@ int main() {
         torch::Device dev(req.value("device", std::string("cpu")));
         kz::Model model = kz::Model::load(req.at("model").get<std::string>(), dev,
                                           kz::dtype_from_name(req.value("dtype", std::string("float32"))));
+        kz::LoraConfig lora;
+        if (req.contains("adapter")) lora = kz::load_peft_adapter(model, req["adapter"].get<std::string>());
+        model.lora_enabled = req.value("lora_enabled", true);
         const std::string op = req.at("op");
         json reply;
         if (op == "prefill_logits" || op == "decode_logits") {
@@ -72,6 +83,47 @@ int main() {
         } else if (op == "score") {
             reply["logprobs"] = kz::score(model, req.at("prompt").get<std::vector<int64_t>>(),
                                           req.at("completion").get<std::vector<int64_t>>());
+        } else if (op == "train_step") {
+            auto ids = req.at("ids").get<std::vector<std::vector<int64_t>>>();
+            auto valid = req.at("valid").get<std::vector<std::vector<int64_t>>>();
+            auto weights = req.at("weights").get<std::vector<std::vector<double>>>();
+            const int64_t B = static_cast<int64_t>(ids.size()), T = static_cast<int64_t>(ids[0].size());
+            auto flat = [&](auto& rows, torch::ScalarType t) {
+                std::vector<double> v;
+                for (auto& r : rows) v.insert(v.end(), r.begin(), r.end());
+                return torch::tensor(v, torch::kFloat64).view({B, T}).to(t);
+            };
+            kz::TrainBatch batch{flat(ids, torch::kInt64), flat(valid, torch::kBool), flat(weights, torch::kFloat32)};
+            auto params = req.value("full", false) ? kz::full_parameters(model) : kz::lora_parameters(model);
+            kz::OptimConfig oc;
+            oc.lr = req.value("lr", 1e-3);
+            oc.max_grad_norm = req.value("max_grad_norm", 1.0);
+            oc.weight_decay = req.value("weight_decay", 0.0);
+            kz::PolicyOptimizer opt(params, oc);
+            model.recompute_layers = req.value("recompute", false);
+            const int64_t micro = req.value("micro_batches", int64_t{1}), chunk = req.value("chunk", int64_t{1024});
+            double loss = 0;
+            for (int64_t m = 0; m < micro; ++m) {
+                int64_t s0 = B * m / micro, s1 = B * (m + 1) / micro;
+                kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1), batch.weights.slice(0, s0, s1)};
+                loss += kz::accumulate(model, mb, kz::weighted_nll, micro, chunk) / static_cast<double>(micro);
+            }
+            std::set<std::string> report;
+            for (const auto& n : req.value("report", std::vector<std::string>{})) report.insert(n);
+            json grads, after;
+            for (auto& [name, p] : opt.params())
+                if (report.empty() || report.count(name)) grads[name] = to_json(p.grad().reshape(-1));
+            reply["grad_norm"] = opt.step();
+            for (auto& [name, p] : opt.params())
+                if (report.empty() || report.count(name)) after[name] = to_json(p.detach().reshape(-1));
+            reply["loss"] = loss;
+            reply["grads"] = grads;
+            reply["params_after"] = after;
+            if (req.contains("save_adapter")) kz::save_peft_adapter(model, lora, req["save_adapter"].get<std::string>());
+            if (req.contains("save_merged")) {
+                kz::merge_lora(model);
+                kz::save_hf_model(model, req["save_merged"].get<std::string>(), torch::kFloat32);
+            }
         } else {
             throw std::runtime_error("unknown op " + op);
         }

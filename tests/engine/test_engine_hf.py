@@ -299,6 +299,154 @@ class ModelTest(unittest.TestCase):
                 self.assertEqual(len(line["logprobs"]), 5)
 
 
+def peft_name(name):
+    return name.replace(".default", "")
+
+
+class TrainingTest(unittest.TestCase):
+    """One LoRA step (loss, gradients, AdamW update) against transformers + peft; saved adapters and
+    merged checkpoints load in peft and transformers; full fine-tuning gradients; recomputation,
+    chunking and accumulation change nothing."""
+
+    LR, CLIP = 1e-2, 0.5
+
+    @classmethod
+    def setUpClass(cls):
+        from peft import LoraConfig, get_peft_model
+        cls.tmp = tempfile.mkdtemp(prefix="kz-train-")
+        cls.base_dir = os.path.join(cls.tmp, "base")
+        make_hf_model("qwen2", cls.base_dir, tied=False, seed=3)
+        cls.adapter_dir = os.path.join(cls.tmp, "adapter")
+        peft_model = cls.peft_model()
+        g = torch.Generator().manual_seed(9)
+        with torch.no_grad():
+            for n, p in peft_model.named_parameters():
+                if "lora_B" in n:  # peft starts B at zero; a random B makes every gradient non-trivial
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+        peft_model.save_pretrained(cls.adapter_dir)
+        rng = random.Random(21)
+        B, T = 4, 14
+        cls.ids = [[rng.randrange(384) for _ in range(T)] for _ in range(B)]
+        lengths = [14, 11, 14, 9]
+        cls.valid = [[1 if t < L else 0 for t in range(T)] for L in lengths]
+        prompt = [5, 3, 6, 4]  # completion starts here
+        cls.weights = [[(rng.uniform(-1, 2) if prompt[b] <= t < lengths[b] else 0.0) for t in range(T)] for b in range(B)]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def peft_model(cls, adapter=None):
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoModelForCausalLM
+        base = AutoModelForCausalLM.from_pretrained(cls.base_dir, dtype=torch.float32)
+        if adapter:
+            return PeftModel.from_pretrained(base, adapter, is_trainable=True)
+        torch.manual_seed(0)
+        return get_peft_model(base, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=[
+            "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+
+    def hf_loss(self, model):
+        ids = torch.tensor(self.ids)
+        valid = torch.tensor(self.valid)
+        w = torch.tensor(self.weights)[:, 1:]
+        logits = model(input_ids=ids, attention_mask=valid).logits[:, :-1].float()
+        lp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
+        return -(w * lp).sum() / (w != 0).sum()
+
+    def hf_lora_step(self):
+        m = self.peft_model(self.adapter_dir)
+        params = {peft_name(n): p for n, p in m.named_parameters() if p.requires_grad}
+        loss = self.hf_loss(m)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in params.items()}
+        norm = torch.nn.utils.clip_grad_norm_(list(params.values()), self.CLIP)
+        opt = torch.optim.AdamW(list(params.values()), lr=self.LR, weight_decay=0.0)
+        opt.step()
+        return m, loss.item(), grads, norm.item(), {n: p.detach().clone() for n, p in params.items()}
+
+    def our_step(self, **kw):
+        req = {"op": "train_step", "model": self.base_dir, "adapter": self.adapter_dir, "ids": self.ids,
+               "valid": self.valid, "weights": self.weights, "lr": self.LR, "max_grad_norm": self.CLIP, **kw}
+        return probe(req)
+
+    def assert_close(self, ours, ref, tol, what):
+        got = torch.tensor(ours, dtype=torch.float64)
+        ref = ref.reshape(-1).double()
+        err = (got - ref).abs().max().item()
+        self.assertLess(err, tol * max(1.0, ref.abs().max().item()), f"{what}: max error {err:.3g}")
+
+    def test_lora_step_matches_peft(self):
+        _, loss, grads, norm, after = self.hf_lora_step()
+        for variant in ({}, {"recompute": True, "chunk": 5}, {"micro_batches": 2, "chunk": 7}):
+            with self.subTest(**variant):
+                ours = self.our_step(**variant)
+                if "micro_batches" in variant:
+                    continue  # micro-batches normalise per micro-batch: test_accumulation_equals_one_batch
+                self.assertAlmostEqual(ours["loss"], loss, delta=1e-5)
+                self.assertAlmostEqual(ours["grad_norm"], norm, delta=1e-5 * max(1, norm))
+                self.assertEqual(set(ours["grads"]), set(grads))
+                for n in grads:
+                    self.assert_close(ours["grads"][n], grads[n], 1e-4, "grad " + n)
+                    self.assert_close(ours["params_after"][n], after[n], 1e-5, "param " + n)
+
+    def test_accumulation_equals_one_batch(self):
+        # Every row weights the same number of tokens (2..8, inside every row's length), so the two
+        # micro-batches' token-normalised losses average to the whole batch's.
+        ids, valid = self.ids, self.valid
+        weights = [[(1.0 if 2 <= t < 9 else 0.0) * (b + 1) for t in range(len(ids[0]))] for b in range(len(ids))]
+        base = {"op": "train_step", "model": self.base_dir, "adapter": self.adapter_dir, "ids": ids, "valid": valid,
+                "weights": weights, "lr": self.LR, "max_grad_norm": 0}
+        whole, split = probe(base), probe({**base, "micro_batches": 2})
+        for n in whole["grads"]:
+            self.assert_close(split["grads"][n], torch.tensor(whole["grads"][n]), 1e-5, "accumulated grad " + n)
+
+    def test_saved_adapter_and_merged_checkpoint_load(self):
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+        hf_after, *_ = self.hf_lora_step()
+        adapter, merged = os.path.join(self.tmp, "after-adapter"), os.path.join(self.tmp, "after-merged")
+        self.our_step(save_adapter=adapter, save_merged=merged)
+        ids = torch.tensor([self.ids[0]])
+        with torch.no_grad():
+            ref = hf_after(input_ids=ids).logits[0].double()
+            base = AutoModelForCausalLM.from_pretrained(self.base_dir, dtype=torch.float32)
+            loaded = PeftModel.from_pretrained(base, adapter).eval()
+            self.assertLess((loaded(input_ids=ids).logits[0].double() - ref).abs().max().item(), 1e-4)
+            m = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32).eval()
+            self.assertLess((m(input_ids=ids).logits[0].double() - ref).abs().max().item(), 1e-4)
+        ours = probe({"op": "prefill_logits", "model": self.base_dir, "adapter": adapter, "prompts": [self.ids[0]]})
+        self.assertLess((torch.tensor(ours["logits"][0], dtype=torch.float64) - ref).abs().max().item(), LOGIT_ATOL)
+
+    def test_disabled_adapter_is_the_base_model(self):
+        from transformers import AutoModelForCausalLM
+        base = AutoModelForCausalLM.from_pretrained(self.base_dir, dtype=torch.float32).eval()
+        off = probe({"op": "prefill_logits", "model": self.base_dir, "adapter": self.adapter_dir, "lora_enabled": False,
+                     "prompts": [self.ids[0]]})["logits"][0]
+        on = probe({"op": "prefill_logits", "model": self.base_dir, "adapter": self.adapter_dir,
+                    "prompts": [self.ids[0]]})["logits"][0]
+        ref = hf_logits(base, self.ids[0])
+        self.assertLess((torch.tensor(off, dtype=torch.float64) - ref).abs().max().item(), LOGIT_ATOL)
+        self.assertGreater((torch.tensor(on, dtype=torch.float64) - ref).abs().max().item(), 1e-3)
+
+    def test_full_finetuning_gradients(self):
+        from transformers import AutoModelForCausalLM
+        m = AutoModelForCausalLM.from_pretrained(self.base_dir, dtype=torch.float32)
+        loss = self.hf_loss(m)
+        loss.backward()
+        names = ["model.embed_tokens.weight", "lm_head.weight", "model.layers.1.self_attn.q_proj.bias",
+                 "model.layers.0.mlp.down_proj.weight", "model.norm.weight", "model.layers.0.input_layernorm.weight"]
+        params = dict(m.named_parameters())
+        for variant in ({}, {"recompute": True, "chunk": 3}):
+            with self.subTest(**variant):
+                ours = probe({"op": "train_step", "model": self.base_dir, "ids": self.ids, "valid": self.valid,
+                              "weights": self.weights, "full": True, "report": names, "lr": 1e-3, **variant})
+                self.assertAlmostEqual(ours["loss"], loss.item(), delta=1e-5)
+                for n in names:
+                    self.assert_close(ours["grads"][n], params[n].grad, 1e-4, "grad " + n)
+
+
 @unittest.skipUnless(os.environ.get("KZ_ENGINE_DEVICE", "cpu").startswith("cuda"), "GPU test (KZ_ENGINE_DEVICE=cuda)")
 class GpuBf16Test(unittest.TestCase):
     """bf16 on the GPU: our logits are as close to the fp32 reference as transformers' own bf16 logits."""

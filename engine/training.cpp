@@ -1,0 +1,121 @@
+#include "engine/training.h"
+
+#include <stdexcept>
+
+namespace kz {
+
+namespace {
+
+// log_softmax(h W^T)[target] per row, in chunks, with the backward recomputing each chunk's logits:
+// grad logits = g (onehot(target) - softmax(logits)).
+struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor hidden, torch::Tensor weight,
+                                 torch::Tensor targets, int64_t chunk) {
+        ctx->save_for_backward({hidden, weight, targets});
+        ctx->saved_data["chunk"] = chunk;
+        torch::NoGradGuard no_grad;
+        const int64_t N = hidden.size(0);  // hidden (N, C), weight (V, C), targets (N)
+        auto out = torch::empty({N}, hidden.options().dtype(torch::kFloat32));
+        for (int64_t s = 0; s < N; s += chunk) {
+            int64_t e = std::min(N, s + chunk);
+            auto logits = torch::nn::functional::linear(hidden.slice(0, s, e), weight).to(torch::kFloat32);  // (n, V)
+            out.slice(0, s, e).copy_(torch::log_softmax(logits, -1).gather(-1, targets.slice(0, s, e).unsqueeze(-1)).squeeze(-1));
+        }
+        return out;
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grad_out) {
+        auto saved = ctx->get_saved_variables();
+        auto hidden = saved[0], weight = saved[1], targets = saved[2];
+        const int64_t chunk = ctx->saved_data["chunk"].toInt();
+        auto g = grad_out[0].to(torch::kFloat32);  // (N)
+        const int64_t N = hidden.size(0);
+        const bool need_h = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+        torch::Tensor grad_h = need_h ? torch::zeros_like(hidden) : torch::Tensor();
+        torch::Tensor grad_w = need_w ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat32)) : torch::Tensor();
+        for (int64_t s = 0; s < N; s += chunk) {
+            int64_t e = std::min(N, s + chunk);
+            auto h = hidden.slice(0, s, e);
+            auto logits = torch::nn::functional::linear(h, weight).to(torch::kFloat32);  // (n, V)
+            auto gc = g.slice(0, s, e).unsqueeze(-1);                                     // (n, 1)
+            auto gl = -torch::softmax(logits, -1) * gc;
+            gl.scatter_add_(-1, targets.slice(0, s, e).unsqueeze(-1), gc);
+            if (need_h) grad_h.slice(0, s, e).copy_(torch::matmul(gl.to(weight.scalar_type()), weight));
+            if (need_w) grad_w.add_(torch::matmul(gl.t(), h.to(torch::kFloat32)));
+        }
+        return {grad_h, need_w ? grad_w.to(weight.scalar_type()) : torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+}  // namespace
+
+torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk) {
+    const int64_t B = batch.ids.size(0), T = batch.ids.size(1);
+    if (T < 2) throw std::runtime_error("sequences need at least 2 tokens");
+    auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(model.device());
+    auto valid = batch.valid.to(model.device());
+    // Right padding: positions count real tokens; padding keys are masked.
+    auto positions = (valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);  // (B, T)
+    auto hidden = model.forward(batch.ids.to(model.device()), positions, attention_mask(valid, torch::arange(T, i64)));
+    auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
+    auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
+    return ChunkedLogprob::apply(h, model.lm_head(), targets, chunk).view({B, T - 1});
+}
+
+torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batch) {
+    auto w = batch.weights.to(logprobs.device(), torch::kFloat32).slice(1, 1, batch.weights.size(1));  // (B, T-1)
+    auto count = (w != 0).sum().clamp_min(1).to(torch::kFloat32);
+    return -(w * logprobs).sum() / count;
+}
+
+double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation,
+                  int64_t chunk) {
+    if (accumulation < 1) throw std::runtime_error("gradient accumulation must be >= 1");
+    auto loss = loss_fn(sequence_logprobs(model, batch, chunk), batch);
+    (loss / static_cast<double>(accumulation)).backward();
+    return loss.item<double>();
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> full_parameters(Model& model) {
+    auto params = model.named_parameters();
+    for (auto& [name, t] : params) t.requires_grad_(true);
+    return params;
+}
+
+PolicyOptimizer::PolicyOptimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimConfig cfg)
+    : params_(std::move(params)), cfg_(cfg) {
+    if (params_.empty()) throw std::runtime_error("nothing to train: no parameters");
+    for (auto& [name, p] : params_) {
+        if (!p.requires_grad()) throw std::runtime_error("parameter " + name + " does not require grad");
+        masters_.push_back(p.scalar_type() == torch::kFloat32 ? p : p.detach().to(torch::kFloat32).requires_grad_(true));
+    }
+    adam_ = std::make_unique<torch::optim::AdamW>(
+        masters_, torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay));
+}
+
+void PolicyOptimizer::zero_grad() {
+    for (auto& [n, p] : params_) p.mutable_grad() = torch::Tensor();
+    for (auto& m : masters_) m.mutable_grad() = torch::Tensor();
+}
+
+double PolicyOptimizer::step() {
+    for (size_t i = 0; i < params_.size(); ++i) {
+        auto& p = params_[i].second;
+        if (masters_[i].unsafeGetTensorImpl() != p.unsafeGetTensorImpl())
+            masters_[i].mutable_grad() = p.grad().defined() ? p.grad().to(torch::kFloat32) : torch::Tensor();
+    }
+    double norm = torch::nn::utils::clip_grad_norm_(masters_, cfg_.max_grad_norm > 0 ? cfg_.max_grad_norm
+                                                                                     : std::numeric_limits<double>::infinity());
+    adam_->step();
+    {
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < params_.size(); ++i)
+            if (masters_[i].unsafeGetTensorImpl() != params_[i].second.unsafeGetTensorImpl())
+                params_[i].second.copy_(masters_[i]);
+    }
+    zero_grad();
+    ++steps_;
+    return norm;
+}
+
+}  // namespace kz

@@ -1,0 +1,64 @@
+// Training the policy: completion-token log-probs in chunks (the (B, T, V) logits never exist at once,
+// in the forward or the backward pass), a loss interface over per-token log-probs and weights (the RL
+// losses plug in here), AdamW with fp32 state (fp32 master weights for a bf16 model), gradient
+// clipping and accumulation. Shapes: B sequences, T tokens, C hidden, V vocabulary.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+
+namespace kz {
+
+struct TrainBatch {
+    torch::Tensor ids;      // (B, T) int64: prompt + completion, right-padded
+    torch::Tensor valid;    // (B, T) bool: real tokens
+    torch::Tensor weights;  // (B, T) fp32: weight of predicting ids[:, t] (0 on prompt, padding and t = 0)
+};
+
+// log p(ids[b, t] | ids[b, < t]) for every t >= 1: (B, T-1) fp32, differentiable in the trainable
+// parameters. Logits are computed `chunk` positions at a time and recomputed in the backward pass.
+torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk = 1024);
+
+// A loss over the (B, T-1) log-probs of a batch; the RL module's losses have this form.
+using LossFn = std::function<torch::Tensor(const torch::Tensor& logprobs, const TrainBatch& batch)>;
+// -sum(w * logp) / (number of tokens with w != 0): supervised fine-tuning, and REINFORCE-style
+// weighting by advantages, with token-level normalisation.
+torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batch);
+
+struct OptimConfig {
+    double lr = 1e-5, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+    double max_grad_norm = 1.0;  // <= 0: no clipping
+};
+
+// AdamW over named parameters (LoRA adapters, or every base weight for full fine-tuning). A parameter
+// that is not fp32 is trained through an fp32 master copy, written back after each step.
+class PolicyOptimizer {
+public:
+    PolicyOptimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimConfig cfg);
+    // Clips the accumulated gradients to max_grad_norm, takes one AdamW step, zeroes the gradients.
+    // Returns the gradient norm before clipping.
+    double step();
+    void zero_grad();
+    const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
+    int64_t steps() const { return steps_; }
+
+private:
+    std::vector<std::pair<std::string, torch::Tensor>> params_;
+    std::vector<torch::Tensor> masters_;  // what AdamW updates (the parameter itself when fp32)
+    std::unique_ptr<torch::optim::AdamW> adam_;
+    OptimConfig cfg_;
+    int64_t steps_ = 0;
+};
+
+// Marks what full fine-tuning trains (every base weight) and returns it by name.
+std::vector<std::pair<std::string, torch::Tensor>> full_parameters(Model& model);
+
+// Forward + backward of one micro-batch: loss_fn(sequence_logprobs) / accumulation, so that N
+// micro-batches followed by PolicyOptimizer::step() equal one batch of N times the size.
+double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation = 1,
+                  int64_t chunk = 1024);
+
+}  // namespace kz
