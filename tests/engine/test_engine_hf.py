@@ -379,11 +379,9 @@ class TrainingTest(unittest.TestCase):
 
     def test_lora_step_matches_peft(self):
         _, loss, grads, norm, after = self.hf_lora_step()
-        for variant in ({}, {"recompute": True, "chunk": 5}, {"micro_batches": 2, "chunk": 7}):
+        for variant in ({}, {"recompute": True, "chunk": 5}):
             with self.subTest(**variant):
                 ours = self.our_step(**variant)
-                if "micro_batches" in variant:
-                    continue  # micro-batches normalise per micro-batch: test_accumulation_equals_one_batch
                 self.assertAlmostEqual(ours["loss"], loss, delta=1e-5)
                 self.assertAlmostEqual(ours["grad_norm"], norm, delta=1e-5 * max(1, norm))
                 self.assertEqual(set(ours["grads"]), set(grads))
