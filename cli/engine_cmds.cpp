@@ -278,7 +278,7 @@ Runner add_bench_engine(CLI::App& app) {
     struct Args {
         std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto", batches = "1,16,64";
         int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
-        bool as_json = false;
+        bool as_json = false, no_graph = false;
     };
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
@@ -292,6 +292,7 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto");
     cmd->add_option("--dtype", a->dtype, "float32, bfloat16, float16 or auto");
     cmd->add_flag("--json", a->as_json, "One JSON object per batch size");
+    cmd->add_flag("--no-cuda-graph", a->no_graph, "Launch the decode step's kernels one by one");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
@@ -321,6 +322,7 @@ Runner add_bench_engine(CLI::App& app) {
                 GenerateRequest req;
                 req.prompts = prompts;
                 req.sampling.temperature = 1.0;
+                req.cuda_graph = !a->no_graph;
                 req.max_new_tokens = 8;
                 generate(model, req);  // warm-up: allocator, kernels
                 req.max_new_tokens = a->new_tokens;
@@ -340,7 +342,7 @@ Runner add_bench_engine(CLI::App& app) {
                           {"seconds", total}, {"seconds_min", totals.front()}, {"seconds_max", totals.back()},
                           {"tokens_per_s", static_cast<double>(B * a->new_tokens) / total},
                           {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]}, {"prefill_s", st.prefill_s},
-                          {"device", dev.str()}, {"repeats", a->repeats}};
+                          {"device", dev.str()}, {"repeats", a->repeats}, {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
                 if (a->as_json) {
                     std::cout << j.dump() << std::endl;
                 } else {

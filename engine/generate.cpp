@@ -39,7 +39,8 @@ torch::Tensor token_logprobs(const Model& model, const torch::Tensor& hidden, co
     return torch::cat(parts).view({B, T});
 }
 
-BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens)
+BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
+                           bool cuda_graph)
     : model_(model) {
     if (prompts.empty()) throw std::runtime_error("no prompts");
     if (max_new_tokens < 0) throw std::runtime_error("max_new_tokens must be >= 0");
@@ -73,7 +74,10 @@ BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int
     positions_ = torch::from_blob(pos.data(), {B_, P_}, i64).clone().to(dev);
     valid_ = torch::from_blob(valid.data(), {B_, S_}, torch::kUInt8).to(torch::kBool).to(dev);
     pos_ = torch::from_blob(next.data(), {B_, 1}, i64).clone().to(dev);
+    tokens_ = torch::zeros({B_}, i64.device(dev));
+    slot_ = torch::full({1}, P_, i64.device(dev));
     cache_ = model.make_cache(B_, S_);
+    if (cuda_graph && dev.is_cuda()) graph_ = std::make_unique<DecodeGraph>();
 }
 
 torch::Tensor BatchDecoder::prefill() {
@@ -85,16 +89,30 @@ torch::Tensor BatchDecoder::prefill() {
     return model_.logits(hidden);  // (B, P, V)
 }
 
+torch::Tensor BatchDecoder::run_step() {
+    valid_.index_fill_(1, slot_, true);
+    auto hidden = model_.forward(tokens_.view({B_, 1}), pos_, attention_mask(valid_, slot_), &cache_, slot_);  // (B, 1, C)
+    pos_.add_(1);
+    slot_.add_(1);
+    return model_.logits(hidden.select(1, 0));  // (B, V)
+}
+
 torch::Tensor BatchDecoder::step(const torch::Tensor& tokens) {
     if (next_slot_ < P_) throw std::logic_error("step before prefill");
     if (next_slot_ >= S_) throw std::runtime_error("the KV cache is full");
     torch::NoGradGuard no_grad;
-    auto slot = torch::full({1}, next_slot_, torch::TensorOptions().dtype(torch::kInt64).device(model_.device()));
-    valid_.index_fill_(1, slot, true);
-    auto hidden = model_.forward(tokens.view({B_, 1}), pos_, attention_mask(valid_, slot), &cache_, slot);  // (B, 1, C)
-    pos_ = pos_ + 1;
+    tokens_.copy_(tokens.view({B_}));
+    torch::Tensor logits;
+    if (!graph_) {
+        logits = run_step();
+    } else if (!graph_->captured()) {
+        logits = graph_->run_and_capture([this] { return run_step(); });
+    } else {
+        graph_->replay();
+        logits = graph_->output().clone();  // the graph overwrites its output at the next replay
+    }
     ++next_slot_;
-    return model_.logits(hidden.select(1, 0));  // (B, V)
+    return logits;
 }
 
 std::vector<Completion> generate(const Model& model, const GenerateRequest& req, const TokenCallback& on_token,
@@ -102,7 +120,7 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
     req.sampling.validate();
     if (req.prompts.empty()) return {};
     check_ids(model, req.stop_ids, "the stop tokens");
-    BatchDecoder dec(model, req.prompts, req.max_new_tokens);
+    BatchDecoder dec(model, req.prompts, req.max_new_tokens, req.cuda_graph);
     const int64_t B = dec.batch();
     auto t0 = std::chrono::steady_clock::now();
     auto logits = dec.prefill().select(1, dec.prompt_slots() - 1);  // (B, V)
@@ -119,18 +137,19 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
     int64_t steps = 0;
     for (int64_t t = 0; t < req.max_new_tokens; ++t) {
         Sampled s = sample(logits, req.sampling, gen);
-        auto tok_cpu = s.tokens.to(torch::kCPU);
-        auto lp_cpu = s.logprobs.to(torch::kCPU);
-        const int64_t* tk = tok_cpu.data_ptr<int64_t>();
-        const float* lp = lp_cpu.data_ptr<float>();
+        // One device-to-host copy per step (ids are exact in fp64).
+        auto both = torch::stack({s.tokens.to(torch::kFloat64), s.logprobs.to(torch::kFloat64)}).to(torch::kCPU);  // (2, B)
+        const double* tk = both.data_ptr<double>();
+        const double* lp = tk + B;
         bool all_done = true;
         for (int64_t b = 0; b < B; ++b) {
             if (done[b]) continue;
-            out[b].tokens.push_back(tk[b]);
-            out[b].logprobs.push_back(lp[b]);
-            if (on_token) on_token(static_cast<size_t>(b), tk[b]);
+            const auto token = static_cast<int64_t>(tk[b]);
+            out[b].tokens.push_back(token);
+            out[b].logprobs.push_back(static_cast<float>(lp[b]));
+            if (on_token) on_token(static_cast<size_t>(b), token);
             for (int64_t st : req.stop_ids)
-                if (tk[b] == st) done[b] = out[b].stopped = true;
+                if (token == st) done[b] = out[b].stopped = true;
             all_done = all_done && done[b];
         }
         ++steps;

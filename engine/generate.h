@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/decode_graph.h"
 #include "engine/model.h"
 #include "engine/sampling.h"
 
@@ -17,6 +18,7 @@ struct GenerateRequest {
     int64_t max_new_tokens = 256;
     std::vector<int64_t> stop_ids;             // generation of a row ends after one of these
     SamplingParams sampling;
+    bool cuda_graph = true;  // replay the decode step as a CUDA graph (GPU only)
 };
 
 struct Completion {
@@ -40,7 +42,8 @@ class BatchDecoder {
 public:
     // Throws std::runtime_error for an empty prompt, an id outside the vocabulary or a capacity
     // beyond max_position_embeddings.
-    BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens);
+    BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
+                 bool cuda_graph = true);
     // Runs the prompts; returns the logits of every prompt slot, (B, P, V) (padding slots hold
     // garbage). Call once, first.
     torch::Tensor prefill();
@@ -51,10 +54,16 @@ public:
     int64_t steps_left() const { return S_ - next_slot_; }
 
 private:
+    // One decode step over the persistent state: reads tokens_, writes the cache, valid_, pos_ and
+    // slot_ in place (what a CUDA graph can replay). Returns the logits (B, V).
+    torch::Tensor run_step();
+
     const Model& model_;
     int64_t B_, P_, S_, next_slot_ = 0;
     torch::Tensor ids_, positions_, valid_, pos_;  // (B, P) (B, P) (B, S) (B, 1)
+    torch::Tensor tokens_, slot_;                  // (B) next tokens; (1) their cache slot
     KVCache cache_;
+    std::unique_ptr<DecodeGraph> graph_;           // GPU only
 };
 
 // Throws std::runtime_error for an empty prompt, an id outside the vocabulary, a prompt + budget

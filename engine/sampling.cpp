@@ -41,7 +41,7 @@ Sampled sample(const torch::Tensor& logits, const SamplingParams& p, at::Generat
         auto drop = torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
         filtered = filtered.masked_fill(drop, -std::numeric_limits<float>::infinity());
     }
-    auto probs = torch::softmax(filtered, -1);
+    auto probs = filtered.is_same(x) ? logp.exp() : torch::softmax(filtered, -1);
     auto tokens = probs.multinomial(1, false, gen).squeeze(-1);  // (B)
     return {tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)};
 }

@@ -4,7 +4,7 @@
 //   {"op": "decode_logits", "model", "prompts", "forced": [[id...]...]} -> {"logits": [row][step][V]}
 //      step 0 is the prompt's last position; step i+1 follows forced[row][i] through the KV cache
 //   {"op": "generate", "model", "prompts", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
-//    "stop_ids"}                                                        -> {"completions": [{tokens, logprobs, stopped}]}
+//    "stop_ids", "cuda_graph"}                                          -> {"completions": [{tokens, logprobs, stopped}]}
 //   {"op": "score", "model", "prompt": [id...], "completion": [id...]}  -> {"logprobs": [...]}
 //   {"op": "train_step", "model", "ids", "valid", "weights", "full": bool, "lr", "max_grad_norm",
 //    "weight_decay", "recompute": bool, "chunk", "micro_batches": n, "report": [names],
@@ -76,6 +76,7 @@ int main() {
             g.sampling.top_p = req.value("top_p", 1.0);
             g.sampling.top_k = req.value("top_k", int64_t{0});
             g.sampling.seed = req.value("seed", uint64_t{0});
+            g.cuda_graph = req.value("cuda_graph", true);
             json cs = json::array();
             for (const auto& c : kz::generate(model, g))
                 cs.push_back({{"tokens", c.tokens}, {"logprobs", c.logprobs}, {"stopped", c.stopped}});
