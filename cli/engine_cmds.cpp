@@ -14,6 +14,7 @@
 #include "engine/config.h"
 #include "engine/generate.h"
 #include "engine/hf_checkpoint.h"
+#include "engine/lora.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 
@@ -41,13 +42,21 @@ torch::ScalarType pick_dtype(const std::string& name, torch::Device d) {
 }
 
 struct ModelArgs {
-    std::string model, device = "auto", dtype = "auto";
+    std::string model, adapter, device = "auto", dtype = "auto";
 };
 
 void add_model_options(CLI::App* cmd, ModelArgs& a) {
     cmd->add_option("--model", a.model, "Hugging Face model directory")->required();
+    cmd->add_option("--adapter", a.adapter, "A peft LoRA adapter directory to apply");
     cmd->add_option("--device", a.device, "cpu, cuda, cuda:N or auto");
     cmd->add_option("--dtype", a.dtype, "float32, bfloat16, float16 or auto (bf16 on GPU, fp32 on CPU)");
+}
+
+Model load_model(const ModelArgs& a) {
+    torch::Device dev = pick_device(a.device);
+    Model m = Model::load(a.model, dev, pick_dtype(a.dtype, dev));
+    if (!a.adapter.empty()) load_peft_adapter(m, a.adapter);
+    return m;
 }
 
 // The prompt as the model sees it: ChatML when asked for, else the text itself.
@@ -78,10 +87,14 @@ Runner add_tokenize(CLI::App& app) {
     cmd->add_option("--jsonl", *jsonl, "Input: one JSON string per line ('-' for standard input)")->required();
     cmd->add_flag("--decode", *decode, "The reverse: each line a JSON array of ids, printed as a JSON string "
                                        "(bytes that are not UTF-8 as U+FFFD)");
+    auto chat = std::make_shared<bool>(false);
+    cmd->add_flag("--chat", *chat, "Each line a JSON array of {\"role\", \"content\"} messages: the ids of the "
+                                   "ChatML conversation with the assistant's generation prompt");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
             Tokenizer tok = Tokenizer::load(*model);
+            const ChatFormat format = ChatFormat::from_template(tok.chat_template());
             std::ifstream file;
             std::istream* in = &std::cin;
             if (*jsonl != "-") {
@@ -98,6 +111,18 @@ Runner add_tokenize(CLI::App& app) {
                     return usage_error("tokenize", *jsonl + " line " + std::to_string(n) + ": not JSON: " + e.what());
                 }
                 std::string where = *jsonl + " line " + std::to_string(n) + ": ";
+                if (*chat) {
+                    std::vector<ChatMessage> msgs;
+                    if (!j.is_array()) return usage_error("tokenize", where + "not a JSON array of messages");
+                    for (const auto& m : j) {
+                        if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
+                            !m["content"].is_string())
+                            return usage_error("tokenize", where + "a message needs string \"role\" and \"content\"");
+                        msgs.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+                    }
+                    std::cout << json(tok.encode(format.render(msgs, true))).dump() << "\n";
+                    continue;
+                }
                 if (*decode) {
                     if (!j.is_array()) return usage_error("tokenize", where + "not a JSON array of token ids");
                     std::vector<int64_t> ids;
@@ -145,9 +170,8 @@ Runner add_generate(CLI::App& app) {
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
-            torch::Device dev = pick_device(a->device);
             Tokenizer tok = Tokenizer::load(a->model);
-            Model model = Model::load(a->model, dev, pick_dtype(a->dtype, dev));
+            Model model = load_model(*a);
             GenerationDefaults g = GenerationDefaults::load(a->model);
             GenerateRequest req;
             auto ids = prompt_ids(tok, a->prompt, a->chat, a->system);
@@ -211,9 +235,8 @@ Runner add_score(CLI::App& app) {
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
-            torch::Device dev = pick_device(a->device);
             Tokenizer tok = Tokenizer::load(a->model);
-            Model model = Model::load(a->model, dev, pick_dtype(a->dtype, dev));
+            Model model = load_model(*a);
             auto p = tok.encode(a->prompt), c = tok.encode(a->completion);
             auto lp = score(model, p, c);
             double sum = 0;

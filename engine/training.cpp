@@ -1,5 +1,8 @@
 #include "engine/training.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <stdexcept>
 
 namespace kz {
@@ -116,6 +119,46 @@ double PolicyOptimizer::step() {
     zero_grad();
     ++steps_;
     return norm;
+}
+
+void PolicyOptimizer::save_state(const std::string& path) const {
+    torch::serialize::OutputArchive ar;
+    ar.write("steps", torch::tensor(steps_));
+    for (size_t i = 0; i < params_.size(); ++i) ar.write("master/" + params_[i].first, masters_[i].detach());
+    torch::serialize::OutputArchive adam;
+    adam_->save(adam);
+    ar.write("adamw", adam);
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    ar.save_to(tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw std::runtime_error("cannot rename " + tmp + " to " + path);
+    }
+}
+
+void PolicyOptimizer::load_state(const std::string& path) {
+    torch::serialize::InputArchive ar;
+    try {
+        ar.load_from(path);
+    } catch (const c10::Error& e) {
+        throw std::runtime_error(path + ": not a trainer state file (" + std::string(e.what_without_backtrace()) + ")");
+    }
+    torch::Tensor steps;
+    ar.read("steps", steps);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        torch::Tensor m;
+        if (!ar.try_read("master/" + params_[i].first, m))
+            throw std::runtime_error(path + ": no saved state for parameter " + params_[i].first);
+        if (!m.sizes().equals(masters_[i].sizes()))
+            throw std::runtime_error(path + ": saved " + params_[i].first + " has another shape");
+        masters_[i].copy_(m);
+        if (masters_[i].unsafeGetTensorImpl() != params_[i].second.unsafeGetTensorImpl()) params_[i].second.copy_(m);
+    }
+    torch::serialize::InputArchive adam;
+    ar.read("adamw", adam);
+    adam_->load(adam);
+    steps_ = steps.item<int64_t>();
 }
 
 }  // namespace kz

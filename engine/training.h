@@ -45,6 +45,12 @@ public:
     const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
     int64_t steps() const { return steps_; }
 
+    // Exact resume: the fp32 master weights, AdamW's moments and step counts, and this object's step
+    // count, in one file written atomically. load_state() needs an optimizer built over the same
+    // parameter names (in the same order) and overwrites the parameters with the saved masters.
+    void save_state(const std::string& path) const;
+    void load_state(const std::string& path);
+
 private:
     std::vector<std::pair<std::string, torch::Tensor>> params_;
     std::vector<torch::Tensor> masters_;  // what AdamW updates (the parameter itself when fp32)

@@ -8,7 +8,8 @@
 //   {"op": "score", "model", "prompt": [id...], "completion": [id...]}  -> {"logprobs": [...]}
 //   {"op": "train_step", "model", "ids", "valid", "weights", "full": bool, "lr", "max_grad_norm",
 //    "weight_decay", "recompute": bool, "chunk", "micro_batches": n, "report": [names],
-//    "save_adapter": dir, "save_merged": dir}                          -> {"loss", "grad_norm", "grads", "params_after"}
+//    "save_adapter": dir, "save_merged": dir, "steps": n, "save_state": file, "load_state": file}
+//                                                                       -> {"loss", "grad_norm", "grads", "params_after"}
 // Optional "device" (default cpu), "dtype" (default float32), "adapter" (a peft directory to load)
 // and "lora_enabled" (default true).
 #include <iostream>
@@ -101,20 +102,26 @@ int main() {
             oc.max_grad_norm = req.value("max_grad_norm", 1.0);
             oc.weight_decay = req.value("weight_decay", 0.0);
             kz::PolicyOptimizer opt(params, oc);
+            if (req.contains("load_state")) opt.load_state(req["load_state"].get<std::string>());
             model.recompute_layers = req.value("recompute", false);
             const int64_t micro = req.value("micro_batches", int64_t{1}), chunk = req.value("chunk", int64_t{1024});
-            double loss = 0;
-            for (int64_t m = 0; m < micro; ++m) {
-                int64_t s0 = B * m / micro, s1 = B * (m + 1) / micro;
-                kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1), batch.weights.slice(0, s0, s1)};
-                loss += kz::accumulate(model, mb, kz::weighted_nll, micro, chunk) / static_cast<double>(micro);
-            }
             std::set<std::string> report;
             for (const auto& n : req.value("report", std::vector<std::string>{})) report.insert(n);
             json grads, after;
-            for (auto& [name, p] : opt.params())
-                if (report.empty() || report.count(name)) grads[name] = to_json(p.grad().reshape(-1));
-            reply["grad_norm"] = opt.step();
+            double loss = 0;
+            for (int64_t step = 0, steps = req.value("steps", int64_t{1}); step < steps; ++step) {
+                loss = 0;
+                for (int64_t m = 0; m < micro; ++m) {
+                    int64_t s0 = B * m / micro, s1 = B * (m + 1) / micro;
+                    kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1), batch.weights.slice(0, s0, s1)};
+                    loss += kz::accumulate(model, mb, kz::weighted_nll, micro, chunk) / static_cast<double>(micro);
+                }
+                for (auto& [name, p] : opt.params())
+                    if (report.empty() || report.count(name)) grads[name] = to_json(p.grad().reshape(-1));
+                reply["grad_norm"] = opt.step();
+            }
+            if (req.contains("save_state")) opt.save_state(req["save_state"].get<std::string>());
+            reply["optimizer_steps"] = opt.steps();
             for (auto& [name, p] : opt.params())
                 if (report.empty() || report.count(name)) after[name] = to_json(p.detach().reshape(-1));
             reply["loss"] = loss;

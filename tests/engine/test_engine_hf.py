@@ -143,6 +143,43 @@ class TokenizerTest(unittest.TestCase):
             nfc = [i for i in range(len(texts)) if decoded[i] != unicodedata.normalize("NFC", texts[i])]
             self.assertEqual(nfc[:5], [], "decode(encode(s)) must give NFC(s) back")
 
+    def test_merges_as_pairs_encode_the_same(self):
+        # Qwen3's tokenizer.json stores merges as [a, b] pairs, Qwen2.5's as "a b" strings.
+        with tempfile.TemporaryDirectory() as d:
+            t = read_json(os.path.join(TOKENIZER_DIR, "tokenizer.json"))
+            t["model"]["merges"] = [m.split(" ", 1) for m in t["model"]["merges"]]
+            write_json(os.path.join(d, "tokenizer.json"), t)
+            texts = corpus(n=600, seed=99)
+            inp = "".join(json.dumps(x) + "\n" for x in texts)
+            a = run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"], inp).stdout
+            b = run([KZ, "tokenize", "--model", d, "--jsonl", "-"], inp).stdout
+            self.assertEqual(a, b)
+
+    def test_chat_template_matches_apply_chat_template(self):
+        from transformers import AutoTokenizer
+        chats = [
+            [{"role": "user", "content": "Write a ReLU kernel."}],
+            [{"role": "system", "content": "You write CUDA."}, {"role": "user", "content": "x\n  y <|im_end|> z"}],
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "ç😀"}],
+        ]
+        plain_chatml = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                        "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(os.path.join(TOKENIZER_DIR, "tokenizer.json"), d)
+            cfg = read_json(os.path.join(TOKENIZER_DIR, "tokenizer_config.json"))
+            cfg["chat_template"] = plain_chatml  # no default system prompt, as in Qwen3's template
+            write_json(os.path.join(d, "tokenizer_config.json"), cfg)
+            for directory in (TOKENIZER_DIR, d):
+                ref = AutoTokenizer.from_pretrained(directory)
+                inp = "".join(json.dumps(c) + "\n" for c in chats)
+                ours = [json.loads(l) for l in lines(run([KZ, "tokenize", "--model", directory, "--jsonl", "-", "--chat"],
+                                                         inp).stdout)]
+                for c, got in zip(chats, ours):
+                    want = ref.apply_chat_template(c, tokenize=True, add_generation_prompt=True)
+                    if hasattr(want, "keys"):  # transformers 5 returns a BatchEncoding
+                        want = want["input_ids"]
+                    self.assertEqual(got, list(want), f"{directory}: {c}")
+
     def test_bad_lines_name_the_line(self):
         p = run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"], '"ok"\n{"not": "a string"}\n', check=False)
         self.assertEqual(p.returncode, 2)
@@ -416,6 +453,21 @@ class TrainingTest(unittest.TestCase):
             self.assertLess((m(input_ids=ids).logits[0].double() - ref).abs().max().item(), 1e-4)
         ours = probe({"op": "prefill_logits", "model": self.base_dir, "adapter": adapter, "prompts": [self.ids[0]]})
         self.assertLess((torch.tensor(ours["logits"][0], dtype=torch.float64) - ref).abs().max().item(), LOGIT_ATOL)
+
+    def test_exact_resume_from_trainer_state(self):
+        straight = self.our_step(steps=3)
+        first_adapter, state = os.path.join(self.tmp, "resume-adapter"), os.path.join(self.tmp, "trainer_state.pt")
+        first = self.our_step(steps=2, save_adapter=first_adapter, save_state=state)
+        self.assertEqual(first["optimizer_steps"], 2)
+        resumed = self.our_step(steps=1, adapter=first_adapter, load_state=state)
+        self.assertEqual(resumed["optimizer_steps"], 3)
+        for n, v in straight["params_after"].items():
+            self.assertEqual(resumed["params_after"][n], v, n)  # bit-identical
+        p = run([PROBE], json.dumps({"op": "train_step", "model": self.base_dir, "adapter": self.adapter_dir,
+                                     "ids": self.ids, "valid": self.valid, "weights": self.weights,
+                                     "load_state": os.path.join(self.tmp, "adapter", "adapter_config.json")}), check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not a trainer state file", p.stderr)
 
     def test_disabled_adapter_is_the_base_model(self):
         from transformers import AutoModelForCausalLM
