@@ -13,10 +13,12 @@
 #include "engine/chat.h"
 #include "engine/config.h"
 #include "engine/generate.h"
+#include "engine/device_memory.h"
 #include "engine/hf_checkpoint.h"
 #include "engine/lora.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "engine/training.h"
 
 namespace kz::cli {
 
@@ -302,6 +304,10 @@ Runner add_bench_engine(CLI::App& app) {
         std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto", batches = "1,16,64";
         int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
         bool as_json = false, no_graph = false;
+        std::string mode = "generate";
+        int64_t lora_rank = 64, train_batch = 8, seq_len = 2048, steps = 4;
+        double lora_alpha = 128;
+        bool full = false, no_recompute = false;
     };
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
@@ -316,6 +322,16 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--dtype", a->dtype, "float32, bfloat16, float16 or auto");
     cmd->add_flag("--json", a->as_json, "One JSON object per batch size");
     cmd->add_flag("--no-cuda-graph", a->no_graph, "Launch the decode step's kernels one by one");
+    cmd->add_option("--mode", a->mode, "generate, or train (one optimizer step per batch of random tokens)")
+        ->check(CLI::IsMember({"generate", "train"}));
+    cmd->add_option("--lora-rank", a->lora_rank, "train: LoRA rank on all linear layers")->check(CLI::Range(1, 4096));
+    cmd->add_option("--lora-alpha", a->lora_alpha, "train: LoRA alpha")->check(CLI::PositiveNumber);
+    cmd->add_flag("--full", a->full, "train: full fine-tuning instead of LoRA");
+    cmd->add_option("--train-batch", a->train_batch, "train: sequences per step")->check(CLI::Range(1, 4096));
+    cmd->add_option("--seq-len", a->seq_len, "train: tokens per sequence")->check(CLI::Range(2, 1 << 20));
+    cmd->add_option("--steps", a->steps, "train: steps (the first is warm-up, the median of the rest is reported)")
+        ->check(CLI::Range(2, 1000));
+    cmd->add_flag("--no-recompute", a->no_recompute, "train: keep every layer's activations");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
@@ -337,6 +353,51 @@ Runner add_bench_engine(CLI::App& app) {
             double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::cerr << "[bench-engine] model ready in " << load_s << " s\n";
             const int64_t vocab = std::min<int64_t>(model.config().vocab_size, 150000);
+            if (a->mode == "train") {
+                LoraConfig lc;
+                lc.rank = a->lora_rank;
+                lc.alpha = a->lora_alpha;
+                std::vector<std::pair<std::string, torch::Tensor>> params;
+                if (a->full) {
+                    params = full_parameters(model);
+                } else {
+                    attach_lora(model, lc, 0);
+                    params = lora_parameters(model);
+                }
+                model.recompute_layers = !a->no_recompute;
+                PolicyOptimizer opt(params, OptimConfig{});
+                const int64_t B = a->train_batch, T = a->seq_len;
+                reset_peak_allocated(dev);
+                std::vector<double> secs;
+                double loss = 0;
+                for (int64_t i = 0; i < a->steps; ++i) {
+                    TrainBatch batch{torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
+                                     torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
+                                     torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
+                    if (dev.is_cuda()) torch::cuda::synchronize();
+                    auto t1 = std::chrono::steady_clock::now();
+                    loss = accumulate(model, batch, weighted_nll);
+                    opt.step();
+                    if (dev.is_cuda()) torch::cuda::synchronize();
+                    if (i > 0) secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+                }
+                std::sort(secs.begin(), secs.end());
+                double med = secs[secs.size() / 2];
+                int64_t trainable = 0;
+                for (auto& [n, p] : params) trainable += p.numel();
+                json j = {{"mode", "train"}, {"batch", B}, {"seq_len", T}, {"seconds_per_step", med},
+                          {"seconds_min", secs.front()}, {"seconds_max", secs.back()},
+                          {"tokens_per_s", static_cast<double>(B * T) / med}, {"loss", loss},
+                          {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
+                          {"trainable_parameters", trainable}, {"lora_rank", a->full ? 0 : a->lora_rank},
+                          {"recompute", !a->no_recompute}, {"device", dev.str()}, {"timed_steps", secs.size()}};
+                if (a->as_json) std::cout << j.dump() << std::endl;
+                else std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
+                                 a->full ? "full" : ("LoRA r" + std::to_string(a->lora_rank)).c_str(),
+                                 static_cast<long long>(B), static_cast<long long>(T), med,
+                                 j["tokens_per_s"].get<double>(), j["peak_allocated_gb"].get<double>());
+                return 0;
+            }
             for (int64_t B : batches) {
                 auto prompts_t = torch::randint(vocab, {B, a->prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
                 std::vector<std::vector<int64_t>> prompts(B);

@@ -40,6 +40,9 @@ torch::Tensor rotate_half(const torch::Tensor& x) {  // (..., D)
 // Activation recomputation of one decoder layer (what torch.utils.checkpoint does, reentrant
 // form): forward runs the layer without recording, keeping only its input; backward runs it again
 // with recording and back-propagates through that, which also accumulates the parameters' grads.
+// Autograd functions take no undefined tensors: "causal, no mask" travels as an empty tensor.
+torch::Tensor mask_or_causal(const torch::Tensor& m) { return m.numel() == 0 ? torch::Tensor() : m; }
+
 struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, int64_t model_ptr,
                                  int64_t layer, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask) {
@@ -48,7 +51,7 @@ struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
         ctx->save_for_backward({h, cos, sin, mask});
         torch::NoGradGuard no_grad;
         const auto* m = reinterpret_cast<const Model*>(model_ptr);
-        return m->layer_forward(layer, h, cos, sin, mask, nullptr, {});
+        return m->layer_forward(layer, h, cos, sin, mask_or_causal(mask), nullptr, {});
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grad_out) {
@@ -58,7 +61,7 @@ struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
         auto h = saved[0].detach().requires_grad_(true);
         {
             torch::AutoGradMode enable(true);
-            auto out = m->layer_forward(layer, h, saved[1], saved[2], saved[3], nullptr, {});
+            auto out = m->layer_forward(layer, h, saved[1], saved[2], mask_or_causal(saved[3]), nullptr, {});
             torch::autograd::backward({out}, {grad_out[0]});
         }
         return {h.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
@@ -67,7 +70,8 @@ struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
 
 torch::Tensor recomputed_layer(const Model& m, int64_t layer, const torch::Tensor& h, const torch::Tensor& cos,
                                const torch::Tensor& sin, const torch::Tensor& mask) {
-    return RecomputedLayer::apply(h, reinterpret_cast<int64_t>(&m), layer, cos, sin, mask);
+    auto mk = mask.defined() ? mask : torch::empty({0}, h.options().dtype(torch::kBool));
+    return RecomputedLayer::apply(h, reinterpret_cast<int64_t>(&m), layer, cos, sin, mk);
 }
 
 }  // namespace
@@ -258,8 +262,13 @@ torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const tor
         k = cache->k[layer];  // (B, G, S, D)
         v = cache->v[layer];
     }
-    auto out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(static_cast<double>(D)),
-                                                /*enable_gqa=*/G != H);  // (B, H, T, D)
+    // No mask: causal over the T tokens (training on right-padded rows), which lets SDPA pick its
+    // fused (flash / memory-efficient) kernels instead of materialising (B, H, T, S) scores.
+    auto out = mask.defined()
+                   ? at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(static_cast<double>(D)),
+                                                      /*enable_gqa=*/G != H)
+                   : at::scaled_dot_product_attention(q, k, v, {}, 0.0, true, 1.0 / std::sqrt(static_cast<double>(D)),
+                                                      /*enable_gqa=*/G != H);  // (B, H, T, D)
     out = out.transpose(1, 2).reshape({B, T, H * D});
     return linear(l.o, out);
 }

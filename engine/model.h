@@ -57,7 +57,8 @@ public:
     // Hidden states after the final norm, (B, T, C). `ids` (B, T) int64; `positions` (B, T) int64 RoPE
     // positions. With a cache: the T new tokens are written at cache slots `slots` (T) int64, and
     // attention covers the whole cache under `mask`. Without: attention covers the T tokens.
-    // `mask` (B, 1, T, S) bool, true where a query may attend a key.
+    // `mask` (B, 1, T, S) bool, true where a query may attend a key; undefined (no cache only): causal
+    // over the T tokens, right for rows whose padding comes after their tokens.
     torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& mask,
                           KVCache* cache = nullptr, const torch::Tensor& slots = {}) const;
     // (..., C) -> (..., V) logits in the model's dtype.

@@ -55,11 +55,15 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
 torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk) {
     const int64_t B = batch.ids.size(0), T = batch.ids.size(1);
     if (T < 2) throw std::runtime_error("sequences need at least 2 tokens");
-    auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(model.device());
+    // Right padding only: a real token after padding would be attended to by nothing and see padding.
+    auto v = batch.valid.to(torch::kCPU, torch::kInt64);
+    if (v.slice(1, 1, T).gt(v.slice(1, 0, T - 1)).any().item<bool>())
+        throw std::runtime_error("training rows must be right-padded (a real token follows padding)");
     auto valid = batch.valid.to(model.device());
-    // Right padding: positions count real tokens; padding keys are masked.
+    // Right padding: a row's tokens come first, so causal attention never lets a real token see
+    // padding (padding positions compute garbage that weight 0 ignores).
     auto positions = (valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);  // (B, T)
-    auto hidden = model.forward(batch.ids.to(model.device()), positions, attention_mask(valid, torch::arange(T, i64)));
+    auto hidden = model.forward(batch.ids.to(model.device()), positions, torch::Tensor());
     auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
     auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
     return ChunkedLogprob::apply(h, model.lm_head(), targets, chunk).view({B, T - 1});

@@ -14,7 +14,7 @@ namespace kz {
 
 struct TrainBatch {
     torch::Tensor ids;      // (B, T) int64: prompt + completion, right-padded
-    torch::Tensor valid;    // (B, T) bool: real tokens
+    torch::Tensor valid;    // (B, T) bool: real tokens, then padding (right padding)
     torch::Tensor weights;  // (B, T) fp32: weight of predicting ids[:, t] (0 on prompt, padding and t = 0)
 };
 

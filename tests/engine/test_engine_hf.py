@@ -469,6 +469,13 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("not a trainer state file", p.stderr)
 
+    def test_left_padded_rows_are_refused(self):
+        valid = [list(reversed(r)) for r in self.valid]
+        p = run([PROBE], json.dumps({"op": "train_step", "model": self.base_dir, "adapter": self.adapter_dir,
+                                     "ids": self.ids, "valid": valid, "weights": self.weights}), check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("right-padded", p.stderr)
+
     def test_disabled_adapter_is_the_base_model(self):
         from transformers import AutoModelForCausalLM
         base = AutoModelForCausalLM.from_pretrained(self.base_dir, dtype=torch.float32).eval()
