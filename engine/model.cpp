@@ -84,10 +84,9 @@ torch::ScalarType dtype_from_name(const std::string& name) {
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-    auto h = x.to(torch::kFloat32);
-    auto var = h.pow(2).mean(-1, true);
-    h = h * torch::rsqrt(var + eps);
-    return weight * h.to(x.scalar_type());
+    // ATen's fused kernel (one launch on CUDA instead of seven) computes in fp32 and rounds once;
+    // transformers rounds the normalised value before scaling it: equal in fp32, within one bf16 ulp.
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);
 }
 
 torch::Tensor attention_mask(const torch::Tensor& key_valid, const torch::Tensor& slots) {
@@ -153,6 +152,7 @@ Model Model::load(const std::string& dir, torch::Device device, torch::ScalarTyp
         l.down.weight = get(p + "mlp.down_proj.weight", {C, I});
         m.layers_.push_back(std::move(l));
     }
+    m.fuse_projections();
     return m;
 }
 
@@ -190,6 +190,7 @@ Model Model::random(const ModelConfig& cfg, torch::Device device, torch::ScalarT
         l.down.weight = normal({C, I});
         m.layers_.push_back(std::move(l));
     }
+    m.fuse_projections();
     return m;
 }
 
@@ -228,24 +229,54 @@ KVCache Model::make_cache(int64_t batch, int64_t capacity) const {
     return c;
 }
 
+torch::Tensor Model::add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const {
+    if (!lora_enabled || !l.lora_a.defined()) return y;
+    // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's.
+    auto xa = x.to(l.lora_a.scalar_type());
+    auto d = torch::nn::functional::linear(torch::nn::functional::linear(xa, l.lora_a), l.lora_b) * l.lora_scale;
+    return y + d.to(y.scalar_type());
+}
+
 torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const {
-    auto y = torch::nn::functional::linear(x, l.weight, l.bias);
-    if (lora_enabled && l.lora_a.defined()) {
-        // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's.
-        auto xa = x.to(l.lora_a.scalar_type());
-        auto d = torch::nn::functional::linear(torch::nn::functional::linear(xa, l.lora_a), l.lora_b) * l.lora_scale;
-        y = y + d.to(y.scalar_type());
+    return add_lora(l, x, torch::nn::functional::linear(x, l.weight, l.bias));
+}
+
+void Model::fuse_projections() {
+    torch::NoGradGuard no_grad;
+    for (Layer& l : layers_) {
+        const int64_t nq = l.q.weight.size(0), nk = l.k.weight.size(0), ni = l.gate.weight.size(0);
+        l.qkv_weight = torch::cat({l.q.weight, l.k.weight, l.v.weight});  // ((H+2G)*D, C)
+        l.q.weight = l.qkv_weight.slice(0, 0, nq);
+        l.k.weight = l.qkv_weight.slice(0, nq, nq + nk);
+        l.v.weight = l.qkv_weight.slice(0, nq + nk, nq + 2 * nk);
+        if (l.q.bias.defined()) {
+            l.qkv_bias = torch::cat({l.q.bias, l.k.bias, l.v.bias});
+            l.q.bias = l.qkv_bias.slice(0, 0, nq);
+            l.k.bias = l.qkv_bias.slice(0, nq, nq + nk);
+            l.v.bias = l.qkv_bias.slice(0, nq + nk, nq + 2 * nk);
+        }
+        l.gate_up_weight = torch::cat({l.gate.weight, l.up.weight});  // (2I, C)
+        l.gate.weight = l.gate_up_weight.slice(0, 0, ni);
+        l.up.weight = l.gate_up_weight.slice(0, ni, 2 * ni);
     }
-    return y;
 }
 
 torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const torch::Tensor& cos,
                                const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache, int64_t layer,
                                const torch::Tensor& slots) const {
     const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
-    auto q = linear(l.q, x).view({B, T, H, D});  // (B, T, H, D)
-    auto k = linear(l.k, x).view({B, T, G, D});  // (B, T, G, D)
-    auto v = linear(l.v, x).view({B, T, G, D});
+    torch::Tensor q, k, v;
+    if (!l.q.weight.requires_grad()) {
+        auto qkv = torch::nn::functional::linear(x, l.qkv_weight, l.qkv_bias);  // (B, T, (H+2G)*D)
+        q = add_lora(l.q, x, qkv.slice(-1, 0, H * D));
+        k = add_lora(l.k, x, qkv.slice(-1, H * D, (H + G) * D));
+        v = add_lora(l.v, x, qkv.slice(-1, (H + G) * D, (H + 2 * G) * D));
+    } else {
+        q = linear(l.q, x), k = linear(l.k, x), v = linear(l.v, x);
+    }
+    q = q.reshape({B, T, H, D});  // (B, T, H, D)
+    k = k.reshape({B, T, G, D});  // (B, T, G, D)
+    v = v.reshape({B, T, G, D});
     if (cfg_.qk_norm) {
         q = rms_norm(q, l.q_norm, cfg_.rms_norm_eps);
         k = rms_norm(k, l.k_norm, cfg_.rms_norm_eps);
@@ -297,7 +328,16 @@ torch::Tensor Model::layer_forward(int64_t layer, const torch::Tensor& h_in, con
     const Layer& l = layers_[layer];
     auto h = h_in + attention(l, rms_norm(h_in, l.input_norm, cfg_.rms_norm_eps), cos, sin, mask, cache, layer, slots);
     auto x = rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps);
-    return h + linear(l.down, torch::silu(linear(l.gate, x)) * linear(l.up, x));
+    torch::Tensor gate, up;
+    if (!l.gate.weight.requires_grad()) {
+        auto gu = torch::nn::functional::linear(x, l.gate_up_weight);  // (B, T, 2I)
+        const int64_t I = l.gate.weight.size(0);
+        gate = add_lora(l.gate, x, gu.slice(-1, 0, I));
+        up = add_lora(l.up, x, gu.slice(-1, I, 2 * I));
+    } else {
+        gate = linear(l.gate, x), up = linear(l.up, x);
+    }
+    return h + linear(l.down, torch::silu(gate) * up);
 }
 
 std::vector<std::pair<std::string, Linear*>> Model::linears() {

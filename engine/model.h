@@ -31,6 +31,10 @@ struct Layer {
     Linear q, k, v, o;                         // q: (H*D, C) k, v: (G*D, C) o: (C, H*D)
     torch::Tensor q_norm, k_norm;              // (D), Qwen3 only
     Linear gate, up, down;                     // gate, up: (I, C) down: (C, I)
+    // One storage for q|k|v ((H+2G)*D, C) and one for gate|up (2I, C): the weights above are views
+    // into them, so one matrix multiply serves three (two) projections while the base weights are
+    // frozen; a full fine-tune, whose views are trained, uses the views one by one.
+    torch::Tensor qkv_weight, qkv_bias, gate_up_weight;
 };
 
 // Per-layer key/value storage for generation, allocated once for B rows and S positions.
@@ -86,6 +90,9 @@ private:
     torch::Tensor attention(const Layer& l, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                             const torch::Tensor& mask, KVCache* cache, int64_t layer, const torch::Tensor& slots) const;
     torch::Tensor linear(const Linear& l, const torch::Tensor& x) const;
+    // y + the LoRA update of `l` for input x (y itself when no adapter is active).
+    torch::Tensor add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const;
+    void fuse_projections();
 
     ModelConfig cfg_;
     torch::Device device_;
