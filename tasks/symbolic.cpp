@@ -205,6 +205,7 @@ void apply(Builder& b, const ApiSpec& a) {
     std::vector<int64_t> dims;
     for (size_t i = r > 1 ? 1 : 0; i < r; ++i)
         if (b.shape[i] > 1) dims.push_back(static_cast<int64_t>(i));
+    if (dims.empty() && r > 0 && b.shape[0] > 1) dims.push_back(0);  // (N, 1): only the batch dimension varies
     int64_t dim = dims.empty() ? static_cast<int64_t>(r) - 1 : pick(dims, b.rng);
     if (r == 0) dim = 0;
     if (a.params.contains("dim") && a.params["dim"] == "last") dim = static_cast<int64_t>(r) - 1;

@@ -1,0 +1,268 @@
+"""Validation of a proposed task module, in the trusted reference worker (design section 4). Every
+check is reported by name, pass / fail / skip, with a reason for each failure:
+
+format, runs, compile (torch.compile, reported apart and only when asked), deterministic,
+no_randomness, non_degenerate, input_dependent, uses_api_set, runtime_band, memory_band.
+
+novel and decontaminated compare sources with the task store and benchmark sets; the controller
+computes them."""
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import os
+import tempfile
+
+import torch
+
+from . import harness
+
+_counter = itertools.count()
+
+RANDOM_CALLS = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli",
+                "multinomial", "normal", "poisson", "normal_", "uniform_", "exponential_", "geometric_",
+                "cauchy_", "log_normal_", "random_", "bernoulli_", "dropout", "dropout1d", "dropout2d", "dropout3d",
+                "alpha_dropout", "feature_alpha_dropout", "rrelu"}
+
+
+def _dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _aliases(tree):
+    """Local names of imported modules: {"F": "torch.nn.functional", "nn": "torch.nn", ...}."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _references(tree):
+    """Resolved dotted names referenced anywhere (torch.nn.Conv2d, torch.relu, ...) and the method
+    names called on any expression (x.sum(...) -> "sum")."""
+    aliases = _aliases(tree)
+    names, methods = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Name)):
+            d = _dotted(node)
+            if d:
+                head, _, rest = d.partition(".")
+                full = aliases.get(head, head) + ("." + rest if rest else "")
+                names.add(full)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            methods.add(node.func.attr)
+    return names, methods
+
+
+def _uses(api, names, methods):
+    target = api["torch"]
+    if target in names:
+        return True
+    # torch.sum(x) may be written x.sum(); F.relu may be torch.relu; nn.functional.x as F.x.
+    leaf = target.rsplit(".", 1)[-1]
+    if target.startswith("torch.") and not target.startswith("torch.nn.") and leaf in methods:
+        return True
+    return any(n.endswith("." + leaf) and n.startswith("torch") for n in names)
+
+
+def _forward_randomness(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "forward":
+                    for n in ast.walk(f):
+                        if isinstance(n, ast.Call):
+                            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                            if name in RANDOM_CALLS:
+                                return name
+    return None
+
+
+def _leaves(out):
+    return [t for t in harness.flatten(out) if isinstance(t, torch.Tensor)]
+
+
+def _same(a, b, exact=False):
+    la, lb = _leaves(a), _leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if exact or not x.is_floating_point():
+            if not torch.equal(x, y):
+                return False
+        elif not torch.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
+            return False
+    return True
+
+
+def validate_task(req):
+    device = torch.device(req.get("device", "cpu"))
+    apis = req.get("apis") or []
+    checks, reasons, info = {}, {}, {}
+    result = {"ok": True, "checks": checks, "reasons": reasons, "info": info}
+
+    def fail(name, why):
+        checks[name] = "fail"
+        reasons[name] = why
+
+    def skip_rest(*names):
+        for n in names:
+            checks.setdefault(n, "skip")
+        return result
+
+    rest = ("runs", "compile", "deterministic", "no_randomness", "non_degenerate", "input_dependent",
+            "runtime_band", "memory_band")
+    source = req["source"]
+    # format: parses, defines the three names; uses_api_set is static and needs only the parse.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        fail("format", f"syntax error: {e}")
+        return skip_rest("uses_api_set", *rest)
+    names, methods = _references(tree)
+    missing = [a["name"] for a in apis if not _uses(a, names, methods)]
+    if not apis:
+        checks["uses_api_set"] = "skip"
+    elif missing:
+        fail("uses_api_set", "the module does not use " + ", ".join(missing))
+    else:
+        checks["uses_api_set"] = "pass"
+    top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    absent = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in top]
+    if absent:
+        fail("format", "the module defines no " + ", ".join(absent))
+        return skip_rest(*rest)
+    work = tempfile.mkdtemp(prefix="validate-", dir=req.get("work_dir") or None)
+    try:
+        mod = harness.load_module(source, f"kz_validate_{os.getpid()}_{next(_counter)}", work)
+        if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
+            raise TypeError("Model is not a torch.nn.Module subclass")
+        init = harness.init_inputs(mod, 0)
+        inputs = harness.make_inputs(mod, 1, "cpu")
+        if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+            raise TypeError("get_inputs() must return a non-empty list of tensors")
+        sig = inspect.signature(mod.Model.forward)
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        if not any(p.kind == p.VAR_POSITIONAL for p in params) and len(params) != len(inputs):
+            raise TypeError(f"forward takes {len(params)} inputs, get_inputs() returns {len(inputs)}")
+        checks["format"] = "pass"
+    except BaseException as e:  # noqa: BLE001 - a broken module is a verdict, not a crash
+        fail("format", harness.describe_exception(e))
+        return skip_rest(*rest)
+
+    def run(seed_model, seed_inputs, reseed=None):
+        model = harness.build(mod.Model, harness.init_inputs(mod, seed_model), seed_model, device)
+        xs = harness.make_inputs(mod, seed_inputs, device)
+        if reseed is not None:
+            torch.manual_seed(reseed)
+        with torch.no_grad():
+            out = model(*xs)
+        harness.sync(device)
+        return out, model, xs
+
+    try:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            base_mem = torch.cuda.memory_allocated(device)
+        out, model, xs = run(0, 1)
+        if not _leaves(out):
+            raise TypeError(f"forward returned {type(out).__name__}, not tensors")
+        checks["runs"] = "pass"
+    except BaseException as e:  # noqa: BLE001
+        fail("runs", "eager forward failed: " + harness.describe_exception(e))
+        return skip_rest(*rest)
+    info["output_meta"] = harness.meta_of(out)
+
+    if req.get("compile"):
+        try:
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                cout = compiled(*xs)
+            if harness.compare(out, cout)["ok"]:
+                checks["compile"] = "pass"
+            else:
+                fail("compile", "torch.compile's output differs from eager")
+        except BaseException as e:  # noqa: BLE001
+            fail("compile", "torch.compile failed: " + harness.describe_exception(e))
+    else:
+        checks["compile"] = "skip"
+
+    out2, _, _ = run(0, 1)
+    if _same(out, out2):
+        checks["deterministic"] = "pass"
+    else:
+        fail("deterministic", "two runs with the same weights and inputs differ")
+
+    random_call = _forward_randomness(tree)
+    out3, _, _ = run(0, 1, reseed=12345)
+    if random_call:
+        fail("no_randomness", f"forward calls {random_call}")
+    elif checks["deterministic"] != "pass":
+        checks["no_randomness"] = "skip"  # a run that differs anyway cannot show what the RNG changes
+    elif not _same(out, out3):
+        fail("no_randomness", "forward depends on the random number generator")
+    else:
+        checks["no_randomness"] = "pass"
+
+    leaves = _leaves(out)
+    floats = [t for t in leaves if t.is_floating_point()]
+    bad = None
+    for t in floats:
+        if not torch.isfinite(t).all():
+            bad = "the output holds NaN or Inf"
+            break
+    if bad is None:
+        # Near zero means: the verifier's own comparison would accept an all-zero output.
+        zeros = [torch.zeros_like(t) for t in leaves]
+        if floats and harness.compare(leaves, zeros)["ok"]:
+            scale = max(t.abs().max().item() for t in floats if t.numel()) if any(t.numel() for t in floats) else 0.0
+            bad = f"an all-zero output would pass the verifier's comparison (max |y| = {scale:.3g})"
+        elif all(t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()) for t in leaves):
+            bad = "the output is constant"
+    if bad:
+        fail("non_degenerate", bad)
+    else:
+        checks["non_degenerate"] = "pass"
+
+    out4, _, _ = run(0, 2)
+    if _same(out, out4):
+        fail("input_dependent", "the output does not change when the inputs change")
+    else:
+        checks["input_dependent"] = "pass"
+
+    timing, _ = harness.time_callable(lambda *a: model(*a), [xs], device, int(req.get("timing_iters", 5)), warmup=1)
+    ms = (timing["event_ms"] or timing["host_ms"])["median"]
+    info["eager_ms"] = ms
+    lo, hi = float(req.get("min_runtime_ms", 0.0)), float(req.get("max_runtime_ms", 1000.0))
+    if lo <= ms <= hi:
+        checks["runtime_band"] = "pass"
+    else:
+        fail("runtime_band", f"eager forward takes {ms:.3f} ms, outside [{lo}, {hi}]")
+
+    if device.type == "cuda":
+        peak = (torch.cuda.max_memory_allocated(device) - base_mem) / 2**20
+    else:  # the tensors the task holds: parameters, inputs, outputs
+        tensors = list(model.parameters()) + list(model.buffers()) + list(xs) + leaves
+        peak = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    info["memory_mb"] = peak
+    max_mb = float(req.get("max_memory_mb", 4096))
+    if peak <= max_mb:
+        checks["memory_band"] = "pass"
+    else:
+        fail("memory_band", f"the task needs {peak:.1f} MiB, more than {max_mb}")
+    return result
