@@ -240,7 +240,7 @@ def validate_task(req):
         checks["non_degenerate"] = "pass"
 
     out4, _, _ = run(0, 2)
-    if _same(out, out4):
+    if _same(out, out4, exact=True):  # exact: a tiny output that does depend on its inputs still differs
         fail("input_dependent", "the output does not change when the inputs change")
     else:
         checks["input_dependent"] = "pass"
