@@ -16,5 +16,6 @@ Runner add_generate(CLI::App& app);
 Runner add_score(CLI::App& app);
 Runner add_init_model(CLI::App& app);
 Runner add_bench_engine(CLI::App& app);
+Runner add_tasks(CLI::App& app);
 
 }  // namespace kz::cli

@@ -202,3 +202,32 @@ TEST_F(CliTest, CtrlCStopsAndKeepsFinishedResults) {
     EXPECT_EQ(resumed.code, 0);
     EXPECT_EQ(results(out).size(), 6u);
 }
+
+// tasks validate: a KernelBench task is valid with its APIs; a module that exits at import takes the
+// validation worker down and is invalid ("runs"); usage errors exit 2 with one line.
+TEST_F(CliTest, TasksValidateReportsEveryCheck) {
+    auto last_json = [](const ::Run& r) {
+        std::string s = r.out;
+        while (!s.empty() && s.back() == '\n') s.pop_back();
+        return json::parse(s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1));
+    };
+    auto r = run({"tasks", "validate", kSrc + "/examples/known_good/tasks/softmax.py", "--apis", "softmax", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json v = last_json(r);
+    EXPECT_TRUE(v["valid"].get<bool>()) << v.dump();
+    EXPECT_EQ(v["checks"].size(), 12u);
+    EXPECT_EQ(v["checks"]["uses_api_set"], "pass");
+
+    std::string exits = dir + "/exits.py";
+    kz::write_file_atomic(exits, "import os\nimport torch\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
+                                 "def get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n\n\nos._exit(3)\n");
+    r = run({"tasks", "validate", exits, "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    v = last_json(r);
+    EXPECT_FALSE(v["valid"].get<bool>());
+    EXPECT_EQ(v["checks"]["runs"], "fail") << v.dump();
+
+    r = run({"tasks", "validate", exits, "--apis", "teleport"}, dir);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("\"teleport\" is not in the catalog"), std::string::npos) << r.err;
+}

@@ -1,0 +1,84 @@
+#include "tasks/validation.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "common/files.h"
+#include "verify/verifier.h"
+#include "verify/worker.h"
+
+namespace kz {
+
+using json = nlohmann::json;
+
+const std::vector<std::string>& validation_checks() {
+    static const std::vector<std::string> c = {"format", "runs", "compile", "deterministic", "no_randomness",
+                                               "non_degenerate", "input_dependent", "uses_api_set", "runtime_band",
+                                               "memory_band", "novel", "decontaminated"};
+    return c;
+}
+
+json TaskValidation::to_json() const {
+    return {{"valid", valid}, {"checks", checks}, {"reason", reason}, {"reasons", reasons}, {"info", info}};
+}
+
+TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) : catalog_(catalog), opts_(std::move(opts)) {
+    work_dir_ = opts_.work_dir;
+    if (work_dir_.empty()) {
+        work_dir_ = make_temp_dir(std::filesystem::temp_directory_path().string(), "kernelzero-validate-");
+        owns_work_dir_ = true;
+    }
+    WorkerConfig c;
+    c.command = {default_python(), "-m", "kernelzero.worker"};
+    c.role = "reference";
+    c.device = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+    if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
+    c.env["PYTHONPATH"] = default_python_dir();
+    c.env["PYTHONUNBUFFERED"] = "1";
+    c.work_root = work_dir_ + "/reference";
+    c.log_path = work_dir_ + "/reference.log";
+    worker_ = std::make_unique<Worker>(c);
+}
+
+TaskValidator::~TaskValidator() {
+    worker_.reset();
+    if (owns_work_dir_) {
+        std::error_code ec;
+        std::filesystem::remove_all(work_dir_, ec);
+    }
+}
+
+TaskValidation TaskValidator::validate(const std::string& source, const std::vector<std::string>& apis) {
+    json specs = json::array();
+    for (const auto& name : apis) {
+        const ApiSpec* a = catalog_.find(name);
+        if (!a) throw std::runtime_error("API \"" + name + "\" is not in the catalog");
+        specs.push_back({{"name", a->name}, {"torch", a->torch_api}});
+    }
+    json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
+                {"min_runtime_ms", opts_.min_runtime_ms}, {"max_runtime_ms", opts_.max_runtime_ms},
+                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile}, {"work_dir", work_dir_}};
+    TaskValidation v;
+    Reply r = worker_->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
+    if (r.status == ReplyStatus::ok) {
+        for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it) v.checks[it.key()] = it->get<std::string>();
+        for (auto it = r.body["reasons"].begin(); it != r.body["reasons"].end(); ++it) v.reasons[it.key()] = it->get<std::string>();
+        v.info = r.body.value("info", json::object());
+    } else {
+        // The module took the worker down (exit call, crash, hang) or raised where no check expected it.
+        std::string why = r.status == ReplyStatus::failed ? r.body.value("error", std::string("failed"))
+                                                          : std::string(to_string(r.status)) + ": " + r.detail;
+        v.checks["runs"] = "fail";
+        v.reasons["runs"] = "validation did not complete: " + why.substr(0, 2000);
+    }
+    for (const auto& name : validation_checks()) v.checks.emplace(name, "skip");
+    v.valid = true;
+    for (const auto& name : validation_checks()) {
+        if (v.checks[name] != "fail") continue;
+        v.valid = false;
+        if (v.reason.empty()) v.reason = name + ": " + v.reasons[name];
+    }
+    return v;
+}
+
+}  // namespace kz

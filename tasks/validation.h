@@ -1,0 +1,57 @@
+// Validation of a task module (design section 4), every check by name. The runtime checks run in a
+// trusted reference worker (python/kernelzero/worker/validate.py); a module that crashes or hangs
+// that worker is invalid, and the worker is replaced. novel and decontaminated compare sources with
+// the task store and with registered benchmark sets; without them they are skipped.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tasks/api_catalog.h"
+
+namespace kz {
+
+struct ValidationOptions {
+    std::string device = "cpu";
+    double min_runtime_ms = 0.0, max_runtime_ms = 1000.0, max_memory_mb = 4096.0;
+    bool compile = false;  // also run torch.compile (reported as "compile")
+    std::chrono::seconds timeout{300};
+    std::string work_dir;  // scratch space ("" = a fresh temporary directory)
+};
+
+struct TaskValidation {
+    bool valid = false;
+    std::map<std::string, std::string> checks;   // name -> pass | fail | skip
+    std::map<std::string, std::string> reasons;  // failed checks -> why
+    nlohmann::json info = nlohmann::json::object();  // eager_ms, memory_mb, output_meta
+    std::string reason;                          // the first failure, "" when valid
+    nlohmann::json to_json() const;              // {"valid", "checks", "reason", "reasons", "info"}
+};
+
+class Worker;
+
+class TaskValidator {
+public:
+    TaskValidator(const ApiCatalog& catalog, ValidationOptions opts);
+    ~TaskValidator();
+    // Throws std::runtime_error for an API name the catalog lacks; everything about the module
+    // itself is a check.
+    TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
+
+private:
+    const ApiCatalog& catalog_;
+    ValidationOptions opts_;
+    std::string work_dir_;
+    bool owns_work_dir_ = false;
+    std::unique_ptr<Worker> worker_;
+};
+
+// The names of every check, in report order.
+const std::vector<std::string>& validation_checks();
+
+}  // namespace kz
