@@ -17,5 +17,6 @@ Runner add_score(CLI::App& app);
 Runner add_init_model(CLI::App& app);
 Runner add_bench_engine(CLI::App& app);
 Runner add_tasks(CLI::App& app);
+Runner add_propose(CLI::App& app);
 
 }  // namespace kz::cli

@@ -1,16 +1,51 @@
-// Task-generation subcommands: tasks validate (the store's list/show/stats/export/import follow).
+// Task-generation subcommands: tasks validate | list | show | stats | export | import, and propose.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "common/files.h"
+#include "tasks/similarity.h"
+#include "verify/baseline_cache.h"
 #include "tasks/api_catalog.h"
+#include "tasks/pipeline.h"
+#include "tasks/symbolic.h"
+#include "tasks/task_store.h"
 #include "tasks/validation.h"
 
 namespace kz::cli {
+
+namespace {
+
+std::vector<std::string> split_csv(const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < s.size();) {
+        size_t j = s.find(',', i);
+        std::string n = s.substr(i, j == std::string::npos ? std::string::npos : j - i);
+        if (!n.empty()) out.push_back(n);
+        if (j == std::string::npos) break;
+        i = j + 1;
+    }
+    return out;
+}
+
+std::string file_stem(const TaskRecord& t) {
+    char id[16];
+    std::snprintf(id, sizeof id, "%05lld", static_cast<long long>(t.id));
+    std::string name = id;
+    for (const auto& a : t.apis) name += "_" + a;
+    return name.substr(0, 120);
+}
+
+}  // namespace
+
+Runner add_tasks_store(CLI::App& app);
 
 Runner add_tasks(CLI::App& app) {
     struct Args {
@@ -19,8 +54,9 @@ Runner add_tasks(CLI::App& app) {
         bool compile = false, as_json = false;
     };
     auto a = std::make_shared<Args>();
-    auto* tasks = app.add_subcommand("tasks", "Task modules: validation (and, with a store, listing and export)");
+    auto* tasks = app.add_subcommand("tasks", "Task modules: validate, and the task store (list, show, stats, export, import)");
     tasks->require_subcommand(1);
+    auto store_cmds = add_tasks_store(*tasks);
     auto* val = tasks->add_subcommand("validate", "Validate a task module, every check by name");
     val->add_option("file", a->file, "Task file (KernelBench format)")->required();
     val->add_option("--apis", a->apis, "Comma-separated catalog APIs the module must use");
@@ -33,6 +69,7 @@ Runner add_tasks(CLI::App& app) {
     val->add_flag("--json", a->as_json, "Last line: {\"valid\", \"checks\", \"reason\", ...}");
     return [=]() -> int {
         if (!tasks->parsed()) return -1;
+        if (!val->parsed()) return store_cmds();
         auto usage = [](const std::string& why) {
             std::fprintf(stderr, "kernelzero tasks validate: %s\n", why.c_str());
             return 2;
@@ -72,6 +109,195 @@ Runner add_tasks(CLI::App& app) {
                     std::cout << "\n";
                 }
             }
+            return 0;
+        } catch (const std::exception& e) {
+            return usage(e.what());
+        }
+    };
+}
+
+// tasks list | show | stats | export | import, registered on the `tasks` command.
+Runner add_tasks_store(CLI::App& tasks) {
+    struct Args {
+        std::string store, out, dir, origin;
+        int64_t id = 0, limit = 50;
+        bool as_json = false, valid_only = false, no_validate = false;
+        std::string device = "cpu";
+    };
+    auto a = std::make_shared<Args>();
+    auto with_store = [&](CLI::App* c) { c->add_option("--store", a->store, "Task store (SQLite)")->required(); };
+    auto* list = tasks.add_subcommand("list", "Stored tasks, one line each");
+    with_store(list);
+    list->add_option("--limit", a->limit, "Most tasks shown");
+    list->add_flag("--valid", a->valid_only, "Valid tasks only");
+    list->add_flag("--json", a->as_json, "One JSON object per task");
+    auto* show = tasks.add_subcommand("show", "One stored task: source and validation");
+    with_store(show);
+    show->add_option("id", a->id, "Task id")->required();
+    show->add_flag("--json", a->as_json, "JSON");
+    auto* stats = tasks.add_subcommand("stats", "Counts by origin and validity, distinct normalised hashes, API coverage");
+    with_store(stats);
+    stats->add_flag("--json", a->as_json, "JSON");
+    auto* exp = tasks.add_subcommand("export", "Write tasks as a KernelBench-format directory");
+    with_store(exp);
+    exp->add_option("--out", a->out, "Directory")->required();
+    exp->add_flag("--valid", a->valid_only, "Valid tasks only");
+    auto* imp = tasks.add_subcommand("import", "Store every .py file of a KernelBench-format directory");
+    with_store(imp);
+    imp->add_option("dir", a->dir, "Directory")->required();
+    imp->add_option("--origin", a->origin, "Origin recorded (default import:DIRNAME)");
+    imp->add_option("--device", a->device, "Validation device");
+    imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
+    return [=]() -> int {
+        auto usage = [](const std::string& why) {
+            std::fprintf(stderr, "kernelzero tasks: %s\n", why.c_str());
+            return 2;
+        };
+        try {
+            TaskStore store(a->store);
+            if (list->parsed()) {
+                for (const auto& t : store.tasks(a->valid_only, a->limit)) {
+                    if (a->as_json) {
+                        std::cout << nlohmann::json{{"id", t.id}, {"apis", t.apis}, {"level", t.level}, {"origin", t.origin},
+                                                    {"valid", t.valid}, {"reason", t.reason}, {"eager_ms", t.eager_ms ? nlohmann::json(*t.eager_ms) : nlohmann::json()}}
+                                         .dump()
+                                  << "\n";
+                    } else {
+                        std::string apis;
+                        for (const auto& x : t.apis) apis += (apis.empty() ? "" : ",") + x;
+                        std::printf("%6lld  %-7s  L%d  %-12s  %s%s\n", static_cast<long long>(t.id), t.valid ? "valid" : "invalid",
+                                    t.level, t.origin.c_str(), apis.c_str(), t.valid ? "" : ("  (" + t.reason.substr(0, 80) + ")").c_str());
+                    }
+                }
+                return 0;
+            }
+            if (show->parsed()) {
+                auto t = store.task(a->id);
+                if (!t) return usage("no task " + std::to_string(a->id) + " in " + a->store);
+                if (a->as_json)
+                    std::cout << nlohmann::json{{"id", t->id}, {"apis", t->apis}, {"level", t->level}, {"origin", t->origin},
+                                                {"valid", t->valid}, {"validation", t->validation}, {"source", t->source}}
+                                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              << "\n";
+                else
+                    std::cout << "# task " << t->id << " (" << (t->valid ? "valid" : "invalid: " + t->reason) << ")\n"
+                              << t->source;
+                return 0;
+            }
+            if (stats->parsed()) {
+                auto s = store.stats().to_json();
+                if (a->as_json) std::cout << s.dump() << "\n";
+                else std::cout << s.dump(2) << "\n";
+                return 0;
+            }
+            if (exp->parsed()) {
+                std::filesystem::create_directories(a->out);
+                int n = 0;
+                for (const auto& t : store.tasks(a->valid_only)) {
+                    write_file_atomic(a->out + "/" + file_stem(t) + ".py", t.source);
+                    ++n;
+                }
+                std::cout << "exported " << n << " tasks to " << a->out << "\n";
+                return 0;
+            }
+            if (imp->parsed()) {
+                std::error_code ec;
+                if (!std::filesystem::is_directory(a->dir, ec)) return usage(a->dir + " is not a directory");
+                std::vector<std::string> files;
+                for (const auto& e : std::filesystem::directory_iterator(a->dir))
+                    if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
+                std::sort(files.begin(), files.end());
+                std::string origin = a->origin.empty() ? "import:" + std::filesystem::path(a->dir).filename().string() : a->origin;
+                ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
+                PipelineOptions po;
+                po.validation.device = a->device;
+                std::unique_ptr<TaskPipeline> pipe;
+                if (!a->no_validate) pipe = std::make_unique<TaskPipeline>(catalog, store, po);
+                int valid = 0;
+                for (const auto& f : files) {
+                    std::string src = read_file(f);
+                    if (pipe) {
+                        valid += pipe->submit(src, {}, 0, origin).valid;
+                    } else {
+                        TaskRecord t;
+                        t.source = src, t.hash = sha256_hex(src), t.norm_hash = normalised_hash(src), t.origin = origin;
+                        t.reason = "not validated";
+                        store.add_task(t);
+                    }
+                }
+                std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a->store << "\n";
+                return 0;
+            }
+            return usage("no subcommand");
+        } catch (const std::exception& e) {
+            return usage(e.what());
+        }
+    };
+}
+
+Runner add_propose(CLI::App& app) {
+    struct Args {
+        bool symbolic = false, as_json = false;
+        std::string apis, store, device = "cpu", sizes = "auto";
+        std::vector<std::string> benchmarks;
+        int n = 10, level = 0;
+        uint64_t seed = 0;
+        double max_runtime_ms = 1000;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("propose", "Generate task modules, validate them and store them");
+    cmd->add_flag("--symbolic", a->symbolic, "Use the symbolic generator (the LLM Proposer comes with --model)")->required();
+    cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)");
+    cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));
+    cmd->add_option("--n", a->n, "Proposals")->check(CLI::Range(1, 1000000));
+    cmd->add_option("--store", a->store, "Task store (SQLite)")->required();
+    cmd->add_option("--seed", a->seed, "Sampling seed");
+    cmd->add_option("--device", a->device, "Validation device: cpu (small sizes) or cuda (KernelBench-like sizes)");
+    cmd->add_option("--benchmark", a->benchmarks, "Registered benchmark directory (decontamination); repeatable");
+    cmd->add_option("--max-runtime-ms", a->max_runtime_ms, "Upper end of the runtime band")->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", a->as_json, "Last line: the summary as JSON");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        auto usage = [](const std::string& why) {
+            std::fprintf(stderr, "kernelzero propose: %s\n", why.c_str());
+            return 2;
+        };
+        try {
+            ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
+            auto fixed = split_csv(a->apis);
+            for (const auto& n : fixed)
+                if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
+            if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
+            TaskStore store(a->store);
+            PipelineOptions po;
+            po.validation.device = a->device;
+            po.validation.max_runtime_ms = a->max_runtime_ms;
+            po.benchmark_dirs = a->benchmarks;
+            TaskPipeline pipe(catalog, store, po);
+            std::mt19937_64 rng(a->seed);
+            const SizeProfile sizes = a->device.rfind("cuda", 0) == 0 ? SizeProfile::typical : SizeProfile::small;
+            int valid = 0;
+            std::map<std::string, int> failed;
+            for (int i = 0; i < a->n; ++i) {
+                ApiSet set;
+                if (!fixed.empty()) {
+                    set.apis = fixed;
+                    set.level = fixed.size() > 1 ? 2 : 1;
+                } else {
+                    set = sample_api_set(catalog, a->level ? a->level : 1 + i % 2, rng);
+                }
+                GeneratedTask g = generate_task(catalog, set, sizes, rng);
+                TaskRecord t = pipe.submit(g.source, g.apis, set.level, "symbolic");
+                if (t.valid) ++valid;
+                else failed[t.reason.substr(0, t.reason.find(':'))] += 1;
+                if (!a->as_json)
+                    std::printf("%4d  task %lld  %s  %s\n", i + 1, static_cast<long long>(t.id), t.valid ? "valid  " : "invalid",
+                                t.valid ? "" : t.reason.substr(0, 100).c_str());
+            }
+            nlohmann::json summary = {{"proposed", a->n}, {"valid", valid}, {"failed_checks", failed},
+                                      {"store", a->store}, {"stats", store.stats().to_json()}};
+            if (a->as_json) std::cout << summary.dump() << "\n";
+            else std::cout << "proposed " << a->n << ", valid " << valid << ", failures by check " << nlohmann::json(failed).dump() << "\n";
             return 0;
         } catch (const std::exception& e) {
             return usage(e.what());

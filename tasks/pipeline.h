@@ -1,0 +1,39 @@
+// Where proposed modules become stored tasks: validation (TaskValidator) plus the two checks that
+// need the store and the benchmarks, `novel` (no stored task with the same normalised source, token
+// similarity below a threshold) and `decontaminated` (similarity to every registered benchmark file
+// below a threshold, the score reported), then one durable insert.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tasks/task_store.h"
+#include "tasks/validation.h"
+
+namespace kz {
+
+struct PipelineOptions {
+    ValidationOptions validation;
+    double novelty_threshold = 0.9;          // Jaccard of token 3-grams at or above which a task is a near-duplicate
+    double contamination_threshold = 0.8;
+    std::vector<std::string> benchmark_dirs;  // KernelBench-style directories of .py files
+};
+
+class TaskPipeline {
+public:
+    TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts);
+    // Validates, checks novelty and contamination, stores (valid or not). Returns the stored record.
+    TaskRecord submit(const std::string& source, const std::vector<std::string>& apis, int level,
+                      const std::string& origin);
+
+private:
+    TaskStore& store_;
+    PipelineOptions opts_;
+    TaskValidator validator_;
+    std::vector<std::pair<int64_t, std::set<std::string>>> stored_;  // valid stored tasks' shingles
+    std::vector<std::pair<std::string, std::set<std::string>>> benchmarks_;
+};
+
+}  // namespace kz
