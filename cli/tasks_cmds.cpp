@@ -14,6 +14,7 @@
 #include "tasks/similarity.h"
 #include "verify/baseline_cache.h"
 #include "tasks/api_catalog.h"
+#include "tasks/frontier.h"
 #include "tasks/pipeline.h"
 #include "tasks/symbolic.h"
 #include "tasks/task_store.h"
@@ -237,7 +238,7 @@ Runner add_tasks_store(CLI::App& tasks) {
 
 Runner add_propose(CLI::App& app) {
     struct Args {
-        bool symbolic = false, as_json = false;
+        bool symbolic = false, as_json = false, from_frontier = false;
         std::string apis, store, device = "cpu", sizes = "auto";
         std::vector<std::string> benchmarks;
         int n = 10, level = 0;
@@ -248,6 +249,7 @@ Runner add_propose(CLI::App& app) {
     auto* cmd = app.add_subcommand("propose", "Generate task modules, validate them and store them");
     cmd->add_flag("--symbolic", a->symbolic, "Use the symbolic generator (the LLM Proposer comes with --model)")->required();
     cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)");
+    cmd->add_flag("--from-frontier", a->from_frontier, "Draw API sets from the store's frontier statistics (Thompson sampling)");
     cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));
     cmd->add_option("--n", a->n, "Proposals")->check(CLI::Range(1, 1000000));
     cmd->add_option("--store", a->store, "Task store (SQLite)")->required();
@@ -275,6 +277,11 @@ Runner add_propose(CLI::App& app) {
             po.benchmark_dirs = a->benchmarks;
             TaskPipeline pipe(catalog, store, po);
             std::mt19937_64 rng(a->seed);
+            FrontierTracker frontier;
+            if (a->from_frontier) {
+                if (!fixed.empty()) return usage("--apis and --from-frontier exclude each other");
+                frontier.load(store);
+            }
             const SizeProfile sizes = a->device.rfind("cuda", 0) == 0 ? SizeProfile::typical : SizeProfile::small;
             int valid = 0;
             std::map<std::string, int> failed;
@@ -283,6 +290,8 @@ Runner add_propose(CLI::App& app) {
                 if (!fixed.empty()) {
                     set.apis = fixed;
                     set.level = fixed.size() > 1 ? 2 : 1;
+                } else if (a->from_frontier) {
+                    set = frontier.draw(catalog, a->level ? a->level : 1 + i % 2, rng);
                 } else {
                     set = sample_api_set(catalog, a->level ? a->level : 1 + i % 2, rng);
                 }
@@ -301,6 +310,54 @@ Runner add_propose(CLI::App& app) {
             return 0;
         } catch (const std::exception& e) {
             return usage(e.what());
+        }
+    };
+}
+
+Runner add_frontier(CLI::App& app) {
+    auto store = std::make_shared<std::string>();
+    auto* cmd = app.add_subcommand("frontier", "The Coder's capability map");
+    cmd->require_subcommand(1);
+    auto* show = cmd->add_subcommand("show", "Per-API pass-rate posterior as a table, and as an SVG next to the store");
+    show->add_option("--store", *store, "Task store (SQLite)")->required();
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            TaskStore s(*store);
+            FrontierTracker t;
+            t.load(s);
+            std::vector<std::pair<std::string, BetaStat>> rows;
+            for (const auto& [k, v] : t.stats())
+                if (k.find('|') == std::string::npos) rows.emplace_back(k, v);
+            std::printf("%-28s %8s %8s %8s %8s\n", "api", "p(pass)", "alpha", "beta", "seen");
+            for (const auto& [k, v] : rows)
+                std::printf("%-28s %8.3f %8.2f %8.2f %8.1f\n", k.c_str(), v.mean(), v.alpha, v.beta, v.seen);
+            // The same map as a picture: one bar per API, green inside the frontier band.
+            const int bar_h = 16, left = 200, width = 400, h = 30 + bar_h * static_cast<int>(rows.size());
+            std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(left + width + 60) +
+                              "' height='" + std::to_string(h) + "' font-family='monospace' font-size='11'>\n"
+                              "<text x='4' y='14'>Coder pass@1 per API (Beta posterior mean; band 0.2-0.8 in green)</text>\n";
+            for (size_t i = 0; i < rows.size(); ++i) {
+                const auto& [k, v] = rows[i];
+                int y = 24 + bar_h * static_cast<int>(i);
+                char buf[512];
+                std::snprintf(buf, sizeof buf,
+                              "<text x='4' y='%d'>%s</text><rect x='%d' y='%d' width='%d' height='%d' fill='%s'/>"
+                              "<text x='%d' y='%d'>%.2f</text>\n",
+                              y + 12, k.c_str(), left, y + 2, static_cast<int>(width * v.mean()), bar_h - 4,
+                              in_frontier_band(v.mean()) ? "#3a3" : "#aaa", left + static_cast<int>(width * v.mean()) + 4,
+                              y + 12, v.mean());
+                svg += buf;
+            }
+            svg += "</svg>\n";
+            std::string path = (std::filesystem::path(*store).parent_path() / "frontier.svg").string();
+            if (std::filesystem::path(*store).parent_path().empty()) path = "frontier.svg";
+            write_file_atomic(path, svg);
+            std::printf("%zu APIs; image: %s\n", rows.size(), path.c_str());
+            return 0;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "kernelzero frontier: %s\n", e.what());
+            return 2;
         }
     };
 }

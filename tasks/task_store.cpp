@@ -192,6 +192,33 @@ void TaskStore::add_attempt(const AttemptRecord& a) {
     st.step();
 }
 
+std::map<std::string, std::array<double, 3>> TaskStore::frontier() const {
+    Stmt st(db_, "SELECT key, alpha, beta, seen FROM frontier", path_);
+    std::map<std::string, std::array<double, 3>> out;
+    while (st.step())
+        out[st.col_text(0)] = {sqlite3_column_double(st.s, 1), sqlite3_column_double(st.s, 2), sqlite3_column_double(st.s, 3)};
+    return out;
+}
+
+void TaskStore::save_frontier(const std::map<std::string, std::array<double, 3>>& rows) {
+    exec("BEGIN IMMEDIATE");
+    try {
+        for (const auto& [key, v] : rows) {
+            Stmt st(db_,
+                    "INSERT INTO frontier (key, alpha, beta, seen) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                    "alpha = excluded.alpha, beta = excluded.beta, seen = excluded.seen, "
+                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+                    path_);
+            st.text(1, key).real(2, v[0]).real(3, v[1]).real(4, v[2]);
+            st.step();
+        }
+        exec("COMMIT");
+    } catch (...) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+    }
+}
+
 StoreStats TaskStore::stats() const {
     StoreStats s;
     {

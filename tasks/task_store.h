@@ -5,6 +5,7 @@
 // Thread safety: one TaskStore per thread; SQLite serialises writers across processes.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ public:
     // Ids of stored tasks whose normalised hash equals `norm_hash`.
     std::vector<int64_t> with_norm_hash(const std::string& norm_hash) const;
     void add_attempt(const AttemptRecord& a);
+    // Frontier statistics: key (API or "a|b" pair) -> {alpha, beta, seen}; saved in one transaction.
+    std::map<std::string, std::array<double, 3>> frontier() const;
+    void save_frontier(const std::map<std::string, std::array<double, 3>>& rows);
     StoreStats stats() const;
     int schema_version() const;
     const std::string& path() const { return path_; }
