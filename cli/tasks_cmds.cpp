@@ -13,7 +13,12 @@
 #include "common/files.h"
 #include "tasks/similarity.h"
 #include "verify/baseline_cache.h"
+#include "engine/chat.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
 #include "tasks/api_catalog.h"
+#include "tasks/proposer.h"
 #include "tasks/frontier.h"
 #include "tasks/pipeline.h"
 #include "tasks/symbolic.h"
@@ -239,15 +244,22 @@ Runner add_tasks_store(CLI::App& tasks) {
 Runner add_propose(CLI::App& app) {
     struct Args {
         bool symbolic = false, as_json = false, from_frontier = false;
-        std::string apis, store, device = "cpu", sizes = "auto";
+        std::string apis, store, device = "cpu", sizes = "auto", model, model_device = "auto";
+        int64_t max_new_tokens = 1024;
+        double temperature = 1.0;
         std::vector<std::string> benchmarks;
         int n = 10, level = 0;
         uint64_t seed = 0;
         double max_runtime_ms = 1000;
     };
     auto a = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("propose", "Generate task modules, validate them and store them");
-    cmd->add_flag("--symbolic", a->symbolic, "Use the symbolic generator (the LLM Proposer comes with --model)")->required();
+    auto* cmd = app.add_subcommand("propose", "Generate task modules (symbolic generator or LLM Proposer), validate and store them");
+    auto* sym = cmd->add_flag("--symbolic", a->symbolic, "Compose tasks with the symbolic generator");
+    auto* mdl = cmd->add_option("--model", a->model, "Propose with an LLM (Hugging Face model directory)");
+    sym->excludes(mdl);
+    cmd->add_option("--model-device", a->model_device, "Device of the LLM: cpu, cuda or auto");
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "LLM: most tokens per proposal")->check(CLI::Range(int64_t{1}, int64_t{32768}));
+    cmd->add_option("--temperature", a->temperature, "LLM sampling temperature")->check(CLI::NonNegativeNumber);
     cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)");
     cmd->add_flag("--from-frontier", a->from_frontier, "Draw API sets from the store's frontier statistics (Thompson sampling)");
     cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));
@@ -264,9 +276,23 @@ Runner add_propose(CLI::App& app) {
             std::fprintf(stderr, "kernelzero propose: %s\n", why.c_str());
             return 2;
         };
+        if (!a->symbolic && a->model.empty()) return usage("give --symbolic or --model DIR");
         try {
             ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
             auto fixed = split_csv(a->apis);
+            std::unique_ptr<Model> llm;
+            std::unique_ptr<Tokenizer> tok;
+            ChatFormat chat;
+            std::vector<int64_t> stops;
+            if (!a->model.empty()) {
+                torch::Device dev = a->model_device == "auto" ? (torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU))
+                                                               : torch::Device(a->model_device);
+                llm = std::make_unique<Model>(Model::load(a->model, dev, dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32));
+                tok = std::make_unique<Tokenizer>(Tokenizer::load(a->model));
+                chat = ChatFormat::from_template(tok->chat_template());
+                for (const char* s : {"<|im_end|>", "<|endoftext|>"})
+                    if (auto id = tok->token_id(s)) stops.push_back(*id);
+            }
             for (const auto& n : fixed)
                 if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
             if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
@@ -295,8 +321,32 @@ Runner add_propose(CLI::App& app) {
                 } else {
                     set = sample_api_set(catalog, a->level ? a->level : 1 + i % 2, rng);
                 }
-                GeneratedTask g = generate_task(catalog, set, sizes, rng);
-                TaskRecord t = pipe.submit(g.source, g.apis, set.level, "symbolic");
+                TaskRecord t;
+                if (llm) {
+                    GenerateRequest req;
+                    req.prompts = {tok->encode(chat.render(proposer_prompt(catalog, set.apis), true))};
+                    req.max_new_tokens = a->max_new_tokens;
+                    req.stop_ids = stops;
+                    req.sampling.temperature = a->temperature;
+                    req.sampling.seed = a->seed * 1000003 + static_cast<uint64_t>(i);
+                    auto c = generate(*llm, req)[0];
+                    if (c.stopped) c.tokens.pop_back();
+                    std::string completion = tok->decode(c.tokens);
+                    ParsedProposal parsed = parse_proposal(completion);
+                    if (parsed.ok) {
+                        t = pipe.submit(parsed.source, set.apis, set.level, "proposer");
+                    } else {
+                        // Recorded, not repaired: the completion itself, with the reason.
+                        t.source = completion, t.hash = sha256_hex("unparsed\n" + completion), t.norm_hash = t.hash;
+                        t.apis = set.apis, t.level = set.level, t.origin = "proposer", t.valid = false;
+                        t.reason = "parse: " + parsed.reason;
+                        t.validation = {{"valid", false}, {"parsed", false}, {"reason", t.reason}};
+                        t.id = store.add_task(t);
+                    }
+                } else {
+                    GeneratedTask g = generate_task(catalog, set, sizes, rng);
+                    t = pipe.submit(g.source, g.apis, set.level, "symbolic");
+                }
                 if (t.valid) ++valid;
                 else failed[t.reason.substr(0, t.reason.find(':'))] += 1;
                 if (!a->as_json)

@@ -231,3 +231,39 @@ TEST_F(CliTest, TasksValidateReportsEveryCheck) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("\"teleport\" is not in the catalog"), std::string::npos) << r.err;
 }
+
+// propose: the symbolic generator fills a store that list / stats / export / import read back; the
+// LLM path (a tiny random model) runs end to end and records its parse failures with reasons.
+TEST_F(CliTest, ProposeFillsTheStore) {
+    std::string db = dir + "/tasks.db";
+    auto r = run({"propose", "--symbolic", "--n", "4", "--store", db, "--seed", "2", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json s = json::parse(r.out);  // with --json the summary is the only line
+    EXPECT_EQ(s["proposed"], 4);
+    EXPECT_GE(s["valid"].get<int>(), 3);
+    r = run({"tasks", "stats", "--store", db, "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json st = json::parse(r.out);
+    EXPECT_EQ(st["tasks"], 4);
+    EXPECT_EQ(st["by_origin"]["symbolic"], 4);
+    r = run({"tasks", "export", "--store", db, "--out", dir + "/kb"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"tasks", "import", "--store", dir + "/copy.db", dir + "/kb", "--no-validate"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"tasks", "stats", "--store", dir + "/copy.db", "--json"}, dir);
+    EXPECT_EQ(json::parse(r.out)["tasks"], 4);
+
+    r = run({"init-model", "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer", "--out", dir + "/tiny"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"propose", "--model", dir + "/tiny", "--n", "2", "--store", dir + "/llm.db", "--max-new-tokens", "24"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"tasks", "list", "--store", dir + "/llm.db", "--json"}, dir);
+    int n = 0;
+    for (size_t i = 0, j; (j = r.out.find('\n', i)) != std::string::npos; i = j + 1) {
+        json t = json::parse(r.out.substr(i, j - i));
+        EXPECT_EQ(t["origin"], "proposer");
+        if (!t["valid"].get<bool>()) EXPECT_FALSE(t["reason"].get<std::string>().empty());
+        ++n;
+    }
+    EXPECT_EQ(n, 2);
+}
