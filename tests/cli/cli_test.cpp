@@ -267,3 +267,40 @@ TEST_F(CliTest, ProposeFillsTheStore) {
     }
     EXPECT_EQ(n, 2);
 }
+
+// The checks that need the store, the benchmarks or torch.compile, each caught on a planted module:
+// a task proposed twice is not novel; a task equal to a registered benchmark file is contaminated;
+// a module that computes something else under torch.compile fails "compile" and nothing else.
+TEST_F(CliTest, NoveltyContaminationAndCompileChecks) {
+    std::string db = dir + "/t.db";
+    auto r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["valid"], 1) << r.out;
+    r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json s = json::parse(r.out);
+    EXPECT_EQ(s["valid"], 0);
+    EXPECT_EQ(s["failed_checks"]["novel"], 1) << r.out;
+
+    r = run({"tasks", "export", "--store", db, "--out", dir + "/bench"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", dir + "/fresh.db", "--seed", "5",
+             "--benchmark", dir + "/bench", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["failed_checks"]["decontaminated"], 1) << r.out;
+
+    std::string planted = dir + "/no_compile.py";
+    kz::write_file_atomic(planted,
+                          "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                          "        if torch.compiler.is_compiling():\n            return torch.relu(x) * 2\n"
+                          "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(8, 32)]\n\n\n"
+                          "def get_init_inputs():\n    return []\n");
+    r = run({"tasks", "validate", planted, "--apis", "relu", "--compile", "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::string out = r.out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    json v = json::parse(out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1));
+    EXPECT_EQ(v["checks"]["compile"], "fail") << v.dump();
+    for (auto it = v["checks"].begin(); it != v["checks"].end(); ++it)
+        if (it.key() != "compile") EXPECT_NE(it.value(), "fail") << it.key();
+}
