@@ -70,7 +70,8 @@ Runner add_tasks(CLI::App& app) {
     val->add_option("--max-runtime-ms", a->max_runtime_ms, "Upper end of the runtime band")->check(CLI::PositiveNumber);
     val->add_option("--min-runtime-ms", a->min_runtime_ms, "Lower end of the runtime band")->check(CLI::NonNegativeNumber);
     val->add_option("--max-memory-mb", a->max_memory_mb, "Upper end of the memory band")->check(CLI::PositiveNumber);
-    val->add_flag("--compile", a->compile, "Also run torch.compile (check \"compile\")");
+    val->add_flag("--compile", a->compile, "Also run torch.compile (check \"compile\"; always on a GPU, where "
+                                           "compiling is fast enough to be routine)");
     val->add_option("--catalog", a->catalog, "API catalog (default: the repository's tasks/api_catalog.json)");
     val->add_flag("--json", a->as_json, "Last line: {\"valid\", \"checks\", \"reason\", ...}");
     return [=]() -> int {
@@ -102,7 +103,7 @@ Runner add_tasks(CLI::App& app) {
             ValidationOptions o;
             o.device = a->device;
             o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms, o.max_memory_mb = a->max_memory_mb;
-            o.compile = a->compile;
+            o.compile = a->compile || a->device.rfind("cuda", 0) == 0;
             TaskValidator validator(catalog, o);
             TaskValidation v = validator.validate(source, apis);
             if (a->as_json) {
@@ -300,6 +301,7 @@ Runner add_propose(CLI::App& app) {
             PipelineOptions po;
             po.validation.device = a->device;
             po.validation.max_runtime_ms = a->max_runtime_ms;
+            po.validation.compile = a->device.rfind("cuda", 0) == 0;  // torch.compile where it is routine
             po.benchmark_dirs = a->benchmarks;
             TaskPipeline pipe(catalog, store, po);
             std::mt19937_64 rng(a->seed);
