@@ -11,6 +11,13 @@ namespace kz {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string label_of(int64_t stored_id) { return "stored task " + std::to_string(stored_id); }
+std::string label_of(const std::string& benchmark_path) { return benchmark_path; }
+
+}  // namespace
+
 TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts)
     : store_(store), opts_(std::move(opts)), validator_(catalog, opts_.validation) {
     for (const auto& t : store_.tasks(true)) stored_.emplace_back(t.id, shingles(t.source));
@@ -34,52 +41,37 @@ TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std
     t.level = level;
     t.origin = origin;
     auto sh = shingles(source);
-    // novel
-    auto same = store_.with_norm_hash(t.norm_hash);
-    double best = 0.0;
-    int64_t best_id = 0;
-    for (const auto& [id, s] : stored_) {
-        double j = jaccard(sh, s);
-        if (j > best) best = j, best_id = id;
-    }
-    v.info["max_similarity_to_store"] = best;
-    if (!same.empty()) {
+    auto closest = [&](const auto& items) {  // (highest similarity, its label)
+        std::pair<double, std::string> best{0.0, ""};
+        for (const auto& [label, s] : items)
+            if (double j = jaccard(sh, s); j > best.first) best = {j, label_of(label)};
+        return best;
+    };
+    auto judge = [&](const char* check, const std::pair<double, std::string>& c, double threshold) {
+        if (c.first < threshold) {
+            v.checks[check] = "pass";
+            return;
+        }
+        std::ostringstream os;
+        os << "token similarity " << c.first << " to " << c.second << " (threshold " << threshold << ")";
+        v.checks[check] = "fail";
+        v.reasons[check] = os.str();
+    };
+    auto near = closest(stored_);
+    v.info["max_similarity_to_store"] = near.first;
+    if (auto same = store_.with_norm_hash(t.norm_hash); !same.empty()) {
         v.checks["novel"] = "fail";
         v.reasons["novel"] = "the same normalised source as stored task " + std::to_string(same.front());
-    } else if (best >= opts_.novelty_threshold) {
-        v.checks["novel"] = "fail";
-        std::ostringstream os;
-        os << "token similarity " << best << " to stored task " << best_id << " (threshold " << opts_.novelty_threshold << ")";
-        v.reasons["novel"] = os.str();
     } else {
-        v.checks["novel"] = "pass";
+        judge("novel", near, opts_.novelty_threshold);
     }
-    // decontaminated
     if (!benchmarks_.empty()) {
-        double worst = 0.0;
-        std::string which;
-        for (const auto& [path, s] : benchmarks_) {
-            double j = jaccard(sh, s);
-            if (j > worst) worst = j, which = path;
-        }
-        v.info["contamination_score"] = worst;
-        v.info["closest_benchmark"] = which;
-        if (worst >= opts_.contamination_threshold) {
-            v.checks["decontaminated"] = "fail";
-            std::ostringstream os;
-            os << "token similarity " << worst << " to " << which << " (threshold " << opts_.contamination_threshold << ")";
-            v.reasons["decontaminated"] = os.str();
-        } else {
-            v.checks["decontaminated"] = "pass";
-        }
+        auto bench = closest(benchmarks_);
+        v.info["contamination_score"] = bench.first;
+        v.info["closest_benchmark"] = bench.second;
+        judge("decontaminated", bench, opts_.contamination_threshold);
     }
-    v.valid = true;
-    v.reason.clear();
-    for (const auto& name : validation_checks()) {
-        if (v.checks[name] != "fail") continue;
-        v.valid = false;
-        if (v.reason.empty()) v.reason = name + ": " + v.reasons[name];
-    }
+    v.settle();
     t.valid = v.valid;
     t.reason = v.reason;
     t.validation = v.to_json();

@@ -71,14 +71,19 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
         v.checks["runs"] = "fail";
         v.reasons["runs"] = "validation did not complete: " + why.substr(0, 2000);
     }
-    for (const auto& name : validation_checks()) v.checks.emplace(name, "skip");
-    v.valid = true;
-    for (const auto& name : validation_checks()) {
-        if (v.checks[name] != "fail") continue;
-        v.valid = false;
-        if (v.reason.empty()) v.reason = name + ": " + v.reasons[name];
-    }
+    v.settle();
     return v;
+}
+
+void TaskValidation::settle() {
+    for (const auto& name : validation_checks()) checks.emplace(name, "skip");
+    valid = true;
+    reason.clear();
+    for (const auto& name : validation_checks()) {
+        if (checks[name] != "fail") continue;
+        valid = false;
+        if (reason.empty()) reason = name + ": " + reasons[name];
+    }
 }
 
 }  // namespace kz

@@ -31,6 +31,8 @@ struct TaskValidation {
     nlohmann::json info = nlohmann::json::object();  // eager_ms, memory_mb, output_meta
     std::string reason;                          // the first failure, "" when valid
     nlohmann::json to_json() const;              // {"valid", "checks", "reason", "reasons", "info"}
+    // Every check not reported becomes "skip"; valid = no "fail"; reason = the first failure in report order.
+    void settle();
 };
 
 class Worker;
