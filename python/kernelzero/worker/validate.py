@@ -12,6 +12,8 @@ import ast
 import inspect
 import itertools
 import os
+import shutil
+import sys
 import tempfile
 
 import torch
@@ -111,6 +113,18 @@ def _same(a, b, exact=False):
 
 
 def validate_task(req):
+    """One validation; the module is imported under a fresh name and forgotten afterwards (a
+    long-lived reference worker validates thousands), its scratch directory removed."""
+    work = tempfile.mkdtemp(prefix="validate-", dir=req.get("work_dir") or None)
+    name = f"kz_validate_{os.getpid()}_{next(_counter)}"
+    try:
+        return _validate(req, work, name)
+    finally:
+        sys.modules.pop(name, None)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _validate(req, work, module_name):
     device = torch.device(req.get("device", "cpu"))
     apis = req.get("apis") or []
     checks, reasons, info = {}, {}, {}
@@ -147,9 +161,8 @@ def validate_task(req):
     if absent:
         fail("format", "the module defines no " + ", ".join(absent))
         return skip_rest(*rest)
-    work = tempfile.mkdtemp(prefix="validate-", dir=req.get("work_dir") or None)
     try:
-        mod = harness.load_module(source, f"kz_validate_{os.getpid()}_{next(_counter)}", work)
+        mod = harness.load_module(source, module_name, work)
         if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
             raise TypeError("Model is not a torch.nn.Module subclass")
         init = harness.init_inputs(mod, 0)
