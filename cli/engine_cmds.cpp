@@ -31,18 +31,6 @@ int usage_error(const char* cmd, const std::string& why) {
     return 2;
 }
 
-torch::Device pick_device(const std::string& name) {
-    if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-    torch::Device d(name);
-    if (d.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device " + name + ": no GPU is visible");
-    return d;
-}
-
-torch::ScalarType pick_dtype(const std::string& name, torch::Device d) {
-    if (name == "auto") return d.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
-    return dtype_from_name(name);
-}
-
 struct ModelArgs {
     std::string model, adapter, device = "auto", dtype = "auto";
 };
@@ -55,8 +43,8 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
 }
 
 Model load_model(const ModelArgs& a) {
-    torch::Device dev = pick_device(a.device);
-    Model m = Model::load(a.model, dev, pick_dtype(a.dtype, dev));
+    torch::Device dev = device_from_name(a.device);
+    Model m = Model::load(a.model, dev, dtype_from_name(a.dtype, dev));
     if (!a.adapter.empty()) load_peft_adapter(m, a.adapter);
     return m;
 }
@@ -301,7 +289,8 @@ namespace kz::cli {
 
 Runner add_bench_engine(CLI::App& app) {
     struct Args {
-        std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto", batches = "1,16,64";
+        std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto";
+        std::vector<int64_t> batches = {1, 16, 64};
         int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
         bool as_json = false, no_graph = false;
         std::string mode = "generate";
@@ -314,7 +303,7 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--model", a->model, "Hugging Face model directory (default: a random --preset model built on the device)");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3 (with --preset)")->check(CLI::IsMember({"qwen2", "qwen3"}));
     cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
-    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes");
+    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
     cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--new-tokens", a->new_tokens, "New tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--repeats", a->repeats, "Timed runs per batch size (median reported)")->check(CLI::Range(1, 100));
@@ -335,17 +324,8 @@ Runner add_bench_engine(CLI::App& app) {
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
-            torch::Device dev = pick_device(a->device);
-            torch::ScalarType dt = pick_dtype(a->dtype, dev);
-            std::vector<int64_t> batches;
-            for (size_t i = 0; i < a->batches.size();) {
-                size_t j = a->batches.find(',', i);
-                std::string part = a->batches.substr(i, j == std::string::npos ? std::string::npos : j - i);
-                batches.push_back(std::stoll(part));
-                if (batches.back() < 1) return usage_error("bench-engine", "--batch sizes must be >= 1");
-                if (j == std::string::npos) break;
-                i = j + 1;
-            }
+            torch::Device dev = device_from_name(a->device);
+            torch::ScalarType dt = dtype_from_name(a->dtype, dev);
             auto t0 = std::chrono::steady_clock::now();
             Model model = a->model.empty()
                               ? Model::random(ModelConfig::preset(arch_from_name(a->arch), a->preset, 152064), dev, dt, 0)
@@ -398,7 +378,7 @@ Runner add_bench_engine(CLI::App& app) {
                                  j["tokens_per_s"].get<double>(), j["peak_allocated_gb"].get<double>());
                 return 0;
             }
-            for (int64_t B : batches) {
+            for (int64_t B : a->batches) {
                 auto prompts_t = torch::randint(vocab, {B, a->prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
                 std::vector<std::vector<int64_t>> prompts(B);
                 for (int64_t b = 0; b < B; ++b)

@@ -11,8 +11,6 @@
 
 #include "cli/commands.h"
 #include "common/files.h"
-#include "tasks/similarity.h"
-#include "verify/baseline_cache.h"
 #include "engine/chat.h"
 #include "engine/generate.h"
 #include "engine/model.h"
@@ -29,18 +27,6 @@ namespace kz::cli {
 
 namespace {
 
-std::vector<std::string> split_csv(const std::string& s) {
-    std::vector<std::string> out;
-    for (size_t i = 0; i < s.size();) {
-        size_t j = s.find(',', i);
-        std::string n = s.substr(i, j == std::string::npos ? std::string::npos : j - i);
-        if (!n.empty()) out.push_back(n);
-        if (j == std::string::npos) break;
-        i = j + 1;
-    }
-    return out;
-}
-
 std::string file_stem(const TaskRecord& t) {
     char id[16];
     std::snprintf(id, sizeof id, "%05lld", static_cast<long long>(t.id));
@@ -55,7 +41,8 @@ Runner add_tasks_store(CLI::App& app);
 
 Runner add_tasks(CLI::App& app) {
     struct Args {
-        std::string file, apis, device = "cpu", catalog;
+        std::string file, device = "cpu", catalog;
+        std::vector<std::string> apis;
         double max_runtime_ms = 1000, min_runtime_ms = 0, max_memory_mb = 4096;
         bool compile = false, as_json = false;
     };
@@ -65,7 +52,7 @@ Runner add_tasks(CLI::App& app) {
     auto store_cmds = add_tasks_store(*tasks);
     auto* val = tasks->add_subcommand("validate", "Validate a task module, every check by name");
     val->add_option("file", a->file, "Task file (KernelBench format)")->required();
-    val->add_option("--apis", a->apis, "Comma-separated catalog APIs the module must use");
+    val->add_option("--apis", a->apis, "Comma-separated catalog APIs the module must use")->delimiter(',');
     val->add_option("--device", a->device, "cpu, cuda or cuda:N");
     val->add_option("--max-runtime-ms", a->max_runtime_ms, "Upper end of the runtime band")->check(CLI::PositiveNumber);
     val->add_option("--min-runtime-ms", a->min_runtime_ms, "Lower end of the runtime band")->check(CLI::NonNegativeNumber);
@@ -89,23 +76,14 @@ Runner add_tasks(CLI::App& app) {
         }
         try {
             ApiCatalog catalog = ApiCatalog::load(a->catalog.empty() ? ApiCatalog::default_path() : a->catalog);
-            std::vector<std::string> apis;
-            for (size_t i = 0; i < a->apis.size();) {
-                size_t j = a->apis.find(',', i);
-                std::string n = a->apis.substr(i, j == std::string::npos ? std::string::npos : j - i);
-                if (!n.empty()) {
-                    if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
-                    apis.push_back(n);
-                }
-                if (j == std::string::npos) break;
-                i = j + 1;
-            }
+            for (const auto& n : a->apis)
+                if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
             ValidationOptions o;
             o.device = a->device;
             o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms, o.max_memory_mb = a->max_memory_mb;
             o.compile = a->compile || a->device.rfind("cuda", 0) == 0;
             TaskValidator validator(catalog, o);
-            TaskValidation v = validator.validate(source, apis);
+            TaskValidation v = validator.validate(source, a->apis);
             if (a->as_json) {
                 std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
             } else {
@@ -226,10 +204,7 @@ Runner add_tasks_store(CLI::App& tasks) {
                     if (pipe) {
                         valid += pipe->submit(src, {}, 0, origin).valid;
                     } else {
-                        TaskRecord t;
-                        t.source = src, t.hash = sha256_hex(src), t.norm_hash = normalised_hash(src), t.origin = origin;
-                        t.reason = "not validated";
-                        store.add_task(t);
+                        store.add_task(unvalidated_task(src, {}, 0, origin, "not validated"));
                     }
                 }
                 std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a->store << "\n";
@@ -245,7 +220,8 @@ Runner add_tasks_store(CLI::App& tasks) {
 Runner add_propose(CLI::App& app) {
     struct Args {
         bool symbolic = false, as_json = false, from_frontier = false;
-        std::string apis, store, device = "cpu", sizes = "auto", model, model_device = "auto";
+        std::string store, device = "cpu", model, model_device = "auto";
+        std::vector<std::string> apis;
         int64_t max_new_tokens = 1024;
         double temperature = 1.0;
         std::vector<std::string> benchmarks;
@@ -261,7 +237,7 @@ Runner add_propose(CLI::App& app) {
     cmd->add_option("--model-device", a->model_device, "Device of the LLM: cpu, cuda or auto");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "LLM: most tokens per proposal")->check(CLI::Range(int64_t{1}, int64_t{32768}));
     cmd->add_option("--temperature", a->temperature, "LLM sampling temperature")->check(CLI::NonNegativeNumber);
-    cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)");
+    cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)")->delimiter(',');
     cmd->add_flag("--from-frontier", a->from_frontier, "Draw API sets from the store's frontier statistics (Thompson sampling)");
     cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));
     cmd->add_option("--n", a->n, "Proposals")->check(CLI::Range(1, 1000000));
@@ -280,15 +256,14 @@ Runner add_propose(CLI::App& app) {
         if (!a->symbolic && a->model.empty()) return usage("give --symbolic or --model DIR");
         try {
             ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
-            auto fixed = split_csv(a->apis);
+            const auto& fixed = a->apis;
             std::unique_ptr<Model> llm;
             std::unique_ptr<Tokenizer> tok;
             ChatFormat chat;
             std::vector<int64_t> stops;
             if (!a->model.empty()) {
-                torch::Device dev = a->model_device == "auto" ? (torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU))
-                                                               : torch::Device(a->model_device);
-                llm = std::make_unique<Model>(Model::load(a->model, dev, dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32));
+                torch::Device dev = device_from_name(a->model_device);
+                llm = std::make_unique<Model>(Model::load(a->model, dev, dtype_from_name("auto", dev)));
                 tok = std::make_unique<Tokenizer>(Tokenizer::load(a->model));
                 chat = ChatFormat::from_template(tok->chat_template());
                 for (const char* s : {"<|im_end|>", "<|endoftext|>"})
@@ -339,10 +314,7 @@ Runner add_propose(CLI::App& app) {
                         t = pipe.submit(parsed.source, set.apis, set.level, "proposer");
                     } else {
                         // Recorded, not repaired: the completion itself, with the reason.
-                        t.source = completion, t.hash = sha256_hex("unparsed\n" + completion), t.norm_hash = t.hash;
-                        t.apis = set.apis, t.level = set.level, t.origin = "proposer", t.valid = false;
-                        t.reason = "parse: " + parsed.reason;
-                        t.validation = {{"valid", false}, {"parsed", false}, {"reason", t.reason}};
+                        t = unvalidated_task(completion, set.apis, set.level, "proposer", "parse: " + parsed.reason);
                         t.id = store.add_task(t);
                     }
                 } else {

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/training.h"
+
 namespace kz {
 
 namespace {
@@ -24,20 +26,6 @@ void check_ids(const Model& m, const std::vector<int64_t>& ids, const char* what
 }
 
 }  // namespace
-
-torch::Tensor token_logprobs(const Model& model, const torch::Tensor& hidden, const torch::Tensor& targets,
-                             int64_t chunk) {
-    const int64_t B = hidden.size(0), T = hidden.size(1), C = hidden.size(2);
-    auto h = hidden.reshape({B * T, C});  // (N, C)
-    auto t = targets.reshape({B * T});    // (N)
-    std::vector<torch::Tensor> parts;
-    for (int64_t s = 0; s < B * T; s += chunk) {
-        int64_t e = std::min(B * T, s + chunk);
-        auto logits = model.logits(h.slice(0, s, e)).to(torch::kFloat32);  // (n, V)
-        parts.push_back(torch::log_softmax(logits, -1).gather(-1, t.slice(0, s, e).unsqueeze(-1)).squeeze(-1));
-    }
-    return torch::cat(parts).view({B, T});
-}
 
 BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
                            bool cuda_graph)
@@ -184,7 +172,8 @@ std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt,
     auto valid = torch::ones({1, T}, i64.dtype(torch::kBool));
     auto hidden = model.forward(ids, positions, attention_mask(valid, torch::arange(T, i64)));  // (1, T, C)
     // The token at position i is predicted by the hidden state at i-1.
-    auto lp = token_logprobs(model, hidden.slice(1, P - 1, T - 1), ids.slice(1, P, T)).to(torch::kCPU);  // (1, n)
+    auto h = hidden.slice(1, P - 1, T - 1).reshape({T - P, hidden.size(2)});                       // (n, C)
+    auto lp = chunked_logprobs(h, model.lm_head(), ids.slice(1, P, T).reshape({T - P})).to(torch::kCPU);  // (n)
     return std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
 }
 

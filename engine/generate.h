@@ -74,9 +74,4 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
 // Log-probabilities (fp32, temperature 1) of `completion` given `prompt`, one per completion token.
 std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& completion);
 
-// Per-token log-probs of `targets` from hidden states, computing logits `chunk` positions at a time
-// so the (B, T, V) logits never exist at once. hidden (B, T, C), targets (B, T) int64 -> (B, T) fp32.
-torch::Tensor token_logprobs(const Model& model, const torch::Tensor& hidden, const torch::Tensor& targets,
-                             int64_t chunk = 1024);
-
 }  // namespace kz

@@ -6,22 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
-#include "engine/safetensors.h"
+#include "engine/tensor_io.h"
 
 namespace kz {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-Dtype safetensors_dtype(torch::ScalarType t) {
-    switch (t) {
-        case torch::kFloat32: return Dtype::f32;
-        case torch::kBFloat16: return Dtype::bf16;
-        case torch::kFloat16: return Dtype::f16;
-        default: throw std::runtime_error("cannot save weights in this dtype");
-    }
-}
 
 std::string dtype_name(torch::ScalarType t) {
     switch (t) {
@@ -37,14 +28,7 @@ std::string dtype_name(torch::ScalarType t) {
 void save_hf_model(const Model& model, const std::string& out_dir, torch::ScalarType dtype,
                    const std::string& tokenizer_dir) {
     fs::create_directories(out_dir);
-    std::vector<torch::Tensor> keep;  // CPU, contiguous copies that outlive the blobs
-    std::vector<TensorBlob> blobs;
-    for (const auto& [name, t] : model.named_parameters()) {
-        auto c = t.detach().to(torch::kCPU, dtype).contiguous();
-        keep.push_back(c);
-        blobs.push_back({name, safetensors_dtype(dtype), c.sizes().vec(), c.data_ptr(), c.nbytes()});
-    }
-    write_safetensors((fs::path(out_dir) / "model.safetensors").string(), blobs, {{"format", "pt"}});
+    save_tensors((fs::path(out_dir) / "model.safetensors").string(), model.named_parameters(), dtype);
     ModelConfig cfg = model.config();
     cfg.torch_dtype = dtype_name(dtype);
     write_file_atomic((fs::path(out_dir) / "config.json").string(), cfg.to_json().dump(2) + "\n");

@@ -10,6 +10,7 @@
 
 #include "common/files.h"
 #include "engine/safetensors.h"
+#include "engine/tensor_io.h"
 #include "engine/sampling.h"
 
 namespace kz {
@@ -74,15 +75,9 @@ std::vector<std::pair<std::string, torch::Tensor>> lora_parameters(Model& model)
 
 void save_peft_adapter(Model& model, const LoraConfig& cfg, const std::string& dir, const std::string& base_model) {
     fs::create_directories(dir);
-    std::vector<torch::Tensor> keep;
-    std::vector<TensorBlob> blobs;
-    for (auto& [name, t] : lora_parameters(model)) {
-        auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-        keep.push_back(c);
-        blobs.push_back({name, Dtype::f32, c.sizes().vec(), c.data_ptr(), c.nbytes()});
-    }
-    if (blobs.empty()) throw std::runtime_error("no LoRA adapter is attached");
-    write_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), blobs, {{"format", "pt"}});
+    auto params = lora_parameters(model);
+    if (params.empty()) throw std::runtime_error("no LoRA adapter is attached");
+    save_tensors((fs::path(dir) / "adapter_model.safetensors").string(), params, torch::kFloat32);
     auto targets = targets_of(cfg);
     json c = {{"peft_type", "LORA"},
               {"task_type", "CAUSAL_LM"},
@@ -150,10 +145,7 @@ LoraConfig load_peft_adapter(Model& model, const std::string& dir) {
             throw std::runtime_error(weights + ": tensor " + name + " has the wrong shape for rank " + std::to_string(cfg.rank));
         if (view.dtype != Dtype::f32 && view.dtype != Dtype::bf16 && view.dtype != Dtype::f16)
             throw std::runtime_error(weights + ": tensor " + name + " is not a float tensor");
-        auto st = view.dtype == Dtype::f32 ? torch::kFloat32 : view.dtype == Dtype::bf16 ? torch::kBFloat16 : torch::kFloat16;
-        auto t = torch::from_blob(const_cast<uint8_t*>(view.data), view.shape, torch::TensorOptions().dtype(st))
-                     .to(model.device(), cfg.dtype, false, true)
-                     .requires_grad_(true);
+        auto t = to_tensor(view, model.device(), cfg.dtype).requires_grad_(true);
         (is_a ? lin->lora_a : lin->lora_b) = t;
         lin->lora_scale = cfg.alpha / static_cast<double>(cfg.rank);
     }

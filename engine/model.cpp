@@ -4,27 +4,12 @@
 #include <stdexcept>
 
 #include "engine/safetensors.h"
+#include "engine/tensor_io.h"
 #include "engine/sampling.h"
 
 namespace kz {
 
 namespace {
-
-torch::ScalarType torch_dtype_of(Dtype d) {
-    switch (d) {
-        case Dtype::f32: return torch::kFloat32;
-        case Dtype::f16: return torch::kFloat16;
-        case Dtype::bf16: return torch::kBFloat16;
-        case Dtype::f64: return torch::kFloat64;
-        case Dtype::i64: return torch::kInt64;
-        case Dtype::i32: return torch::kInt32;
-        case Dtype::i16: return torch::kInt16;
-        case Dtype::i8: return torch::kInt8;
-        case Dtype::u8: return torch::kUInt8;
-        case Dtype::boolean: return torch::kBool;
-    }
-    throw std::logic_error("dtype");
-}
 
 std::string shape_str(const std::vector<int64_t>& s) {
     std::string r = "[";
@@ -76,7 +61,15 @@ torch::Tensor recomputed_layer(const Model& m, int64_t layer, const torch::Tenso
 
 }  // namespace
 
-torch::ScalarType dtype_from_name(const std::string& name) {
+torch::Device device_from_name(const std::string& name) {
+    if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    torch::Device d(name);
+    if (d.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("device " + name + ": no GPU is visible");
+    return d;
+}
+
+torch::ScalarType dtype_from_name(const std::string& name, torch::Device device) {
+    if (name == "auto") return device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
     if (name == "float32" || name == "fp32") return torch::kFloat32;
     if (name == "bfloat16" || name == "bf16") return torch::kBFloat16;
     if (name == "float16" || name == "fp16") return torch::kFloat16;
@@ -115,9 +108,7 @@ Model Model::load(const std::string& dir, torch::Device device, torch::ScalarTyp
         if (v.shape != shape)
             throw std::runtime_error(dir + ": tensor " + name + " has shape " + shape_str(v.shape) + ", expected " +
                                      shape_str(shape));
-        auto t = torch::from_blob(const_cast<uint8_t*>(v.data), v.shape,
-                                  torch::TensorOptions().dtype(torch_dtype_of(v.dtype)));
-        return t.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+        return to_tensor(v, device, dtype);
     };
     const int64_t C = cfg.hidden_size, H = cfg.num_heads, G = cfg.num_kv_heads, D = cfg.head_dim,
                   I = cfg.intermediate_size, V = cfg.vocab_size;

@@ -113,6 +113,10 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 // `key_valid` (B, S) bool marks the slots holding real tokens.
 torch::Tensor attention_mask(const torch::Tensor& key_valid, const torch::Tensor& slots);
 
-torch::ScalarType dtype_from_name(const std::string& name);  // "float32" | "bfloat16" | "float16"
+// "float32" | "bfloat16" | "float16", or "auto": bf16 on a GPU, fp32 on the CPU.
+torch::ScalarType dtype_from_name(const std::string& name, torch::Device device = torch::kCPU);
+// "cpu" | "cuda" | "cuda:N", or "auto": the first GPU when one is visible. Throws when a GPU is named
+// and none is visible.
+torch::Device device_from_name(const std::string& name);
 
 }  // namespace kz

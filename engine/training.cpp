@@ -66,7 +66,12 @@ torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int
     auto hidden = model.forward(batch.ids.to(model.device()), positions, torch::Tensor());
     auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
     auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
-    return ChunkedLogprob::apply(h, model.lm_head(), targets, chunk).view({B, T - 1});
+    return chunked_logprobs(h, model.lm_head(), targets, chunk).view({B, T - 1});
+}
+
+torch::Tensor chunked_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                               int64_t chunk) {
+    return ChunkedLogprob::apply(hidden, weight, targets, chunk);
 }
 
 torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batch) {

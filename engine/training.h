@@ -22,6 +22,12 @@ struct TrainBatch {
 // parameters. Logits are computed `chunk` positions at a time and recomputed in the backward pass.
 torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk = 1024);
 
+// log_softmax(hidden W^T)[target] per row, `chunk` rows at a time, the backward recomputing each
+// chunk's logits: hidden (N, C), weight (V, C), targets (N) int64 -> (N) fp32. Differentiable in
+// hidden and weight; under NoGradGuard it is plain scoring.
+torch::Tensor chunked_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                               int64_t chunk = 1024);
+
 // A loss over the (B, T-1) log-probs of a batch; the RL module's losses have this form.
 using LossFn = std::function<torch::Tensor(const torch::Tensor& logprobs, const TrainBatch& batch)>;
 // -sum(w * logp) / (number of tokens with w != 0): supervised fine-tuning, and REINFORCE-style

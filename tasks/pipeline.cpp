@@ -18,6 +18,21 @@ std::string label_of(const std::string& benchmark_path) { return benchmark_path;
 
 }  // namespace
 
+TaskRecord unvalidated_task(const std::string& source, const std::vector<std::string>& apis, int level,
+                            const std::string& origin, const std::string& reason) {
+    TaskRecord t;
+    t.source = source;
+    t.hash = sha256_hex(source);
+    t.norm_hash = normalised_hash(source);
+    t.apis = apis;
+    t.level = level;
+    t.origin = origin;
+    t.valid = false;
+    t.reason = reason;
+    t.validation = {{"valid", false}, {"reason", reason}};
+    return t;
+}
+
 TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts)
     : store_(store), opts_(std::move(opts)), validator_(catalog, opts_.validation) {
     for (const auto& t : store_.tasks(true)) stored_.emplace_back(t.id, shingles(t.source));
@@ -33,13 +48,7 @@ TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, Pipeline
 TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std::string>& apis, int level,
                                 const std::string& origin) {
     TaskValidation v = validator_.validate(source, apis);
-    TaskRecord t;
-    t.source = source;
-    t.hash = sha256_hex(source);
-    t.norm_hash = normalised_hash(source);
-    t.apis = apis;
-    t.level = level;
-    t.origin = origin;
+    TaskRecord t = unvalidated_task(source, apis, level, origin, "");
     auto sh = shingles(source);
     auto closest = [&](const auto& items) {  // (highest similarity, its label)
         std::pair<double, std::string> best{0.0, ""};

@@ -21,6 +21,11 @@ struct PipelineOptions {
     std::vector<std::string> benchmark_dirs;  // KernelBench-style directories of .py files
 };
 
+// A record stored without validation (an import asked not to validate, a completion that did not
+// parse): not valid, with `reason`.
+TaskRecord unvalidated_task(const std::string& source, const std::vector<std::string>& apis, int level,
+                            const std::string& origin, const std::string& reason);
+
 class TaskPipeline {
 public:
     TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts);

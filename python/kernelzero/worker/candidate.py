@@ -86,6 +86,17 @@ def _forward_failure(e, recorder, when=""):
                    cuda_error=harness.is_cuda_error(e))
 
 
+def _stopwatch(into):
+    """lap(name) records into[name] = seconds since the previous lap (or since this call)."""
+    last = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        into[name] = now - last[0]
+        last[0] = now
+    return lap
+
+
 def run_job(req, job_dir, recorder):
     device = torch.device(req["device"])
     seed = int(req["seed"])
@@ -94,12 +105,7 @@ def run_job(req, job_dir, recorder):
     result = {"checks": checks, "compile_s": None, "timing": None, "custom_fraction": None,
               "launches": 0, "library_ops": {}, "outputs_path": None, "cpu_custom_fraction": None,
               "stages": stages}
-    clock = [time.perf_counter()]
-
-    def stage(name):
-        now = time.perf_counter()
-        stages[name] = now - clock[0]
-        clock[0] = now
+    stage = _stopwatch(stages)
     if req.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
     try:
@@ -303,12 +309,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         os.dup2(log_fd, 2)
         os.close(log_fd)
         warm = {}
-        clock = [time.perf_counter()]
-
-        def lap(name):
-            now = time.perf_counter()
-            warm[name] = now - clock[0]
-            clock[0] = now
+        lap = _stopwatch(warm)
         profile_dir = os.environ.get("KZ_PROFILE_DIR")  # diagnostics: a cProfile report per job
         applied = sandbox.confine(job_dir, cpu_seconds=None, max_file_bytes=4 << 30)
         lap("child_confine_s")
