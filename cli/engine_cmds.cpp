@@ -303,7 +303,7 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--model", a->model, "Hugging Face model directory (default: a random --preset model built on the device)");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3 (with --preset)")->check(CLI::IsMember({"qwen2", "qwen3"}));
     cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
-    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
+    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--new-tokens", a->new_tokens, "New tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--repeats", a->repeats, "Timed runs per batch size (median reported)")->check(CLI::Range(1, 100));
