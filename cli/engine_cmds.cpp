@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/device_memory.h"
 #include "engine/hf_checkpoint.h"
+#include "engine/kernel_profile.h"
 #include "engine/lora.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
@@ -287,12 +288,37 @@ Runner add_init_model(CLI::App& app) {
 
 namespace kz::cli {
 
+namespace {
+
+// GPU time per kernel of one eager decode step (with sampling), averaged over 8 steps.
+json profile_decode(const Model& model, const std::vector<std::vector<int64_t>>& prompts, const SamplingParams& sp) {
+    constexpr int64_t kSteps = 8;
+    BatchDecoder dec(model, prompts, kSteps, /*cuda_graph=*/false);
+    torch::NoGradGuard no_grad;
+    auto logits = dec.prefill();
+    at::Generator gen = make_generator(model.device(), 0);
+    auto kernels = profile_kernels([&] {
+        for (int64_t s = 0; s < kSteps; ++s) logits = dec.step(sample(logits, sp, gen).tokens);
+    });
+    double total = 0;
+    int64_t calls = 0;
+    for (const auto& k : kernels) total += k.total_us, calls += k.calls;
+    json top = json::array();
+    for (size_t i = 0; i < kernels.size() && i < 25; ++i)
+        top.push_back({{"kernel", kernels[i].name.substr(0, 120)},
+                       {"calls_per_step", static_cast<double>(kernels[i].calls) / kSteps},
+                       {"us_per_step", kernels[i].total_us / kSteps}});
+    return {{"gpu_us_per_step", total / kSteps}, {"kernels_per_step", static_cast<double>(calls) / kSteps}, {"top", top}};
+}
+
+}  // namespace
+
 Runner add_bench_engine(CLI::App& app) {
     struct Args {
         std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto";
         std::vector<int64_t> batches = {1, 16, 64};
         int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
-        bool as_json = false, no_graph = false;
+        bool as_json = false, no_graph = false, profile = false;
         std::string mode = "generate";
         int64_t lora_rank = 64, train_batch = 8, seq_len = 2048, steps = 4;
         double lora_alpha = 128;
@@ -311,6 +337,8 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--dtype", a->dtype, "float32, bfloat16, float16 or auto");
     cmd->add_flag("--json", a->as_json, "One JSON object per batch size");
     cmd->add_flag("--no-cuda-graph", a->no_graph, "Launch the decode step's kernels one by one");
+    cmd->add_flag("--profile", a->profile,
+                  "generate: also profile 8 eager decode steps (with sampling) and report GPU time per kernel");
     cmd->add_option("--mode", a->mode, "generate, or train (one optimizer step per batch of random tokens)")
         ->check(CLI::IsMember({"generate", "train"}));
     cmd->add_option("--lora-rank", a->lora_rank, "train: LoRA rank on all linear layers")->check(CLI::Range(1, 4096));
@@ -407,6 +435,7 @@ Runner add_bench_engine(CLI::App& app) {
                           {"tokens_per_s", static_cast<double>(B * a->new_tokens) / total},
                           {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]}, {"prefill_s", st.prefill_s},
                           {"device", dev.str()}, {"repeats", a->repeats}, {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
+                if (a->profile && dev.is_cuda()) j["profile"] = profile_decode(model, prompts, req.sampling);
                 if (a->as_json) {
                     std::cout << j.dump() << std::endl;
                 } else {

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/cuda/CUDAEvent.h>
+
 #include "engine/training.h"
 
 namespace kz {
@@ -25,6 +27,28 @@ void check_ids(const Model& m, const std::vector<int64_t>& ids, const char* what
                                      ", outside the model's vocabulary of " + std::to_string(m.config().vocab_size));
 }
 
+// A device-to-host copy that the host can wait for without also waiting for the work queued after
+// it (an event on CUDA; on the CPU the copy is done when start() returns).
+class HostCopy {
+public:
+    HostCopy(torch::Device dev, std::vector<int64_t> shape)
+        : cuda_(dev.is_cuda()),
+          host_(torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(cuda_))) {}
+    void start(const torch::Tensor& src) {
+        host_.copy_(src, /*non_blocking=*/cuda_);
+        if (cuda_) ready_.record();
+    }
+    const torch::Tensor& wait() {
+        if (cuda_) ready_.synchronize();
+        return host_;
+    }
+
+private:
+    bool cuda_;
+    torch::Tensor host_;
+    at::cuda::CUDAEvent ready_;
+};
+
 }  // namespace
 
 BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
@@ -44,44 +68,38 @@ BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int
         throw std::runtime_error("prompt (" + std::to_string(P_) + ") + max_new_tokens (" + std::to_string(max_new_tokens) +
                                  ") exceeds max_position_embeddings (" +
                                  std::to_string(model.config().max_position_embeddings) + ")");
-    std::vector<int64_t> ids(B_ * P_, 0), pos(B_ * P_, 0), next(B_);
-    std::vector<uint8_t> valid(B_ * S_, 0);
+    std::vector<int64_t> ids(B_ * P_, 0), lens(B_), last(B_);
     for (int64_t b = 0; b < B_; ++b) {
         const auto& p = prompts[b];
-        int64_t L = static_cast<int64_t>(p.size()), off = P_ - L;
-        for (int64_t i = 0; i < L; ++i) {
-            ids[b * P_ + off + i] = p[i];
-            pos[b * P_ + off + i] = i;
-            valid[b * S_ + off + i] = 1;
-        }
-        next[b] = L;
+        std::copy(p.begin(), p.end(), ids.begin() + b * P_);
+        lens[b] = static_cast<int64_t>(p.size());
+        last[b] = b * P_ + lens[b] - 1;
     }
     const auto dev = model.device();
     auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-    ids_ = torch::from_blob(ids.data(), {B_, P_}, i64).clone().to(dev);
-    positions_ = torch::from_blob(pos.data(), {B_, P_}, i64).clone().to(dev);
-    valid_ = torch::from_blob(valid.data(), {B_, S_}, torch::kUInt8).to(torch::kBool).to(dev);
-    pos_ = torch::from_blob(next.data(), {B_, 1}, i64).clone().to(dev);
+    ids_ = torch::tensor(ids, i64).view({B_, P_}).to(dev);
+    lens_ = torch::tensor(lens, i64).to(dev);
+    last_ = torch::tensor(last, i64).to(dev);
     tokens_ = torch::zeros({B_}, i64.device(dev));
-    slot_ = torch::full({1}, P_, i64.device(dev));
+    row_base_ = torch::arange(B_, i64.device(dev)) * S_;
     cache_ = model.make_cache(B_, S_);
     if (cuda_graph && dev.is_cuda()) graph_ = std::make_unique<DecodeGraph>();
 }
 
-torch::Tensor BatchDecoder::prefill() {
+torch::Tensor BatchDecoder::prefill(bool all_positions) {
     if (next_slot_ != 0) throw std::logic_error("prefill twice");
     torch::NoGradGuard no_grad;
-    auto slots = torch::arange(P_, torch::TensorOptions().dtype(torch::kInt64).device(model_.device()));
-    auto hidden = model_.forward(ids_, positions_, attention_mask(valid_, slots), &cache_, slots);  // (B, P, C)
+    auto positions = torch::arange(P_, ids_.options()).expand({B_, P_});  // (B, P)
+    auto hidden = model_.forward(ids_, positions, &cache_);               // (B, P, C)
     next_slot_ = P_;
-    return model_.logits(hidden);  // (B, P, V)
+    if (all_positions) return model_.logits(hidden);                                    // (B, P, V)
+    return model_.logits(hidden.view({B_ * P_, hidden.size(2)}).index_select(0, last_));  // (B, V)
 }
 
 torch::Tensor BatchDecoder::run_step() {
-    valid_.index_fill_(1, slot_, true);
-    auto hidden = model_.forward(tokens_.view({B_, 1}), pos_, attention_mask(valid_, slot_), &cache_, slot_);  // (B, 1, C)
-    pos_.add_(1);
-    slot_.add_(1);
+    auto slots = DecodeSlots::make(lens_, row_base_, S_, model_.fused_generation());
+    auto hidden = model_.forward(tokens_.view({B_, 1}), lens_.view({B_, 1}), &cache_, &slots);  // (B, 1, C)
+    lens_.add_(1);
     return model_.logits(hidden.select(1, 0));  // (B, V)
 }
 
@@ -111,7 +129,7 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
     BatchDecoder dec(model, req.prompts, req.max_new_tokens, req.cuda_graph);
     const int64_t B = dec.batch();
     auto t0 = std::chrono::steady_clock::now();
-    auto logits = dec.prefill().select(1, dec.prompt_slots() - 1);  // (B, V)
+    auto logits = dec.prefill();  // (B, V)
     sync(model);
     if (stats) {
         stats->prefill_s = seconds_since(t0);
@@ -123,11 +141,16 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
     std::vector<bool> done(B, false);
     t0 = std::chrono::steady_clock::now();
     int64_t steps = 0;
+    HostCopy sampled(model.device(), {2, B});  // tokens (exact in fp64) and their log-probs
     for (int64_t t = 0; t < req.max_new_tokens; ++t) {
         Sampled s = sample(logits, req.sampling, gen);
-        // One device-to-host copy per step (ids are exact in fp64).
-        auto both = torch::stack({s.tokens.to(torch::kFloat64), s.logprobs.to(torch::kFloat64)}).to(torch::kCPU);  // (2, B)
-        const double* tk = both.data_ptr<double>();
+        sampled.start(torch::stack({s.tokens.to(torch::kFloat64), s.logprobs.to(torch::kFloat64)}));  // (2, B)
+        // The next step is queued before the host reads this one, so the GPU never waits for the
+        // host's bookkeeping. Finished rows keep decoding (their outputs are discarded): the batch
+        // keeps one shape; after the last row stops, one queued step is wasted.
+        const bool last = t + 1 == req.max_new_tokens;
+        if (!last) logits = dec.step(s.tokens);
+        const double* tk = sampled.wait().data_ptr<double>();
         const double* lp = tk + B;
         bool all_done = true;
         for (int64_t b = 0; b < B; ++b) {
@@ -141,9 +164,7 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
             all_done = all_done && done[b];
         }
         ++steps;
-        if (all_done || t + 1 == req.max_new_tokens) break;
-        // Finished rows keep decoding (their outputs are discarded): the batch keeps one shape.
-        logits = dec.step(s.tokens);
+        if (all_done || last) break;
     }
     sync(model);
     if (stats) {
@@ -169,8 +190,7 @@ std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt,
     auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(model.device());
     auto ids = torch::tensor(all, torch::kInt64).to(model.device()).view({1, T});
     auto positions = torch::arange(T, i64).view({1, T});
-    auto valid = torch::ones({1, T}, i64.dtype(torch::kBool));
-    auto hidden = model.forward(ids, positions, attention_mask(valid, torch::arange(T, i64)));  // (1, T, C)
+    auto hidden = model.forward(ids, positions);  // (1, T, C)
     // The token at position i is predicted by the hidden state at i-1.
     auto h = hidden.slice(1, P - 1, T - 1).reshape({T - P, hidden.size(2)});                       // (n, C)
     auto lp = chunked_logprobs(h, model.lm_head(), ids.slice(1, P, T).reshape({T - P})).to(torch::kCPU);  // (n)

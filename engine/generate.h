@@ -1,6 +1,6 @@
-// Batched generation with a preallocated KV cache: prompts of different lengths are left-padded
-// into one batch, prefilled in one call, then decoded one token per step for every row until each
-// row meets a stop token or max_new_tokens.
+// Batched generation with a preallocated KV cache: prompts of different lengths are right-padded
+// into one batch, prefilled in one call, then decoded one token per step for every row (each at its
+// own cache slot) until each row meets a stop token or max_new_tokens.
 #pragma once
 
 #include <cstdint>
@@ -35,18 +35,20 @@ struct GenerateStats {
 // Called after every decode step with the row and the token it received (only rows still running).
 using TokenCallback = std::function<void(size_t row, int64_t token)>;
 
-// The batch of one generation: left-padded prompts (every prompt ends at slot P-1, so every row
-// decodes at the same slot), a KV cache of capacity P + max_new_tokens, and the per-row positions.
-// generate() drives it; tests drive it with chosen tokens (teacher forcing through the cache).
+// The batch of one generation: right-padded prompts (row b's prompt in slots 0..L_b-1), a KV cache of
+// capacity P + max_new_tokens (P the longest prompt), and each row's length, which is also the slot
+// and the position of its next token. generate() drives it; tests drive it with chosen tokens
+// (teacher forcing through the cache).
 class BatchDecoder {
 public:
     // Throws std::runtime_error for an empty prompt, an id outside the vocabulary or a capacity
     // beyond max_position_embeddings.
     BatchDecoder(const Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
                  bool cuda_graph = true);
-    // Runs the prompts; returns the logits of every prompt slot, (B, P, V) (padding slots hold
-    // garbage). Call once, first.
-    torch::Tensor prefill();
+    // Runs the prompts; returns the logits after each prompt's last token, (B, V), or with
+    // `all_positions` those of every slot, (B, P, V) (slots past a prompt hold garbage). Call once,
+    // first.
+    torch::Tensor prefill(bool all_positions = false);
     // Appends one token per row (B) int64 on the model's device; returns the next logits (B, V).
     torch::Tensor step(const torch::Tensor& tokens);
     int64_t batch() const { return B_; }
@@ -54,14 +56,15 @@ public:
     int64_t steps_left() const { return S_ - next_slot_; }
 
 private:
-    // One decode step over the persistent state: reads tokens_, writes the cache, valid_, pos_ and
-    // slot_ in place (what a CUDA graph can replay). Returns the logits (B, V).
+    // One decode step over the persistent state: reads tokens_, writes the cache and lens_ in place
+    // (what a CUDA graph can replay). Returns the logits (B, V).
     torch::Tensor run_step();
 
     const Model& model_;
-    int64_t B_, P_, S_, next_slot_ = 0;
-    torch::Tensor ids_, positions_, valid_, pos_;  // (B, P) (B, P) (B, S) (B, 1)
-    torch::Tensor tokens_, slot_;                  // (B) next tokens; (1) their cache slot
+    int64_t B_, P_, S_, next_slot_ = 0;  // next_slot_: the longest row's length
+    torch::Tensor ids_, last_;           // (B, P) right-padded prompts; (B) b * P + L_b - 1
+    torch::Tensor tokens_, lens_;        // (B) next tokens; (B) tokens cached per row
+    torch::Tensor row_base_;             // (B) b * S, see DecodeSlots
     KVCache cache_;
     std::unique_ptr<DecodeGraph> graph_;           // GPU only
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/fused_ops.h"
 #include "engine/safetensors.h"
 #include "engine/tensor_io.h"
 #include "engine/sampling.h"
@@ -17,26 +18,18 @@ std::string shape_str(const std::vector<int64_t>& s) {
     return r + "]";
 }
 
-torch::Tensor rotate_half(const torch::Tensor& x) {  // (..., D)
-    auto halves = x.chunk(2, -1);
-    return torch::cat({-halves[1], halves[0]}, -1);
-}
-
 // Activation recomputation of one decoder layer (what torch.utils.checkpoint does, reentrant
 // form): forward runs the layer without recording, keeping only its input; backward runs it again
 // with recording and back-propagates through that, which also accumulates the parameters' grads.
-// Autograd functions take no undefined tensors: "causal, no mask" travels as an empty tensor.
-torch::Tensor mask_or_causal(const torch::Tensor& m) { return m.numel() == 0 ? torch::Tensor() : m; }
-
 struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, int64_t model_ptr,
-                                 int64_t layer, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask) {
+                                 int64_t layer, torch::Tensor cos, torch::Tensor sin_signed) {
         ctx->saved_data["model"] = model_ptr;
         ctx->saved_data["layer"] = layer;
-        ctx->save_for_backward({h, cos, sin, mask});
+        ctx->save_for_backward({h, cos, sin_signed});
         torch::NoGradGuard no_grad;
         const auto* m = reinterpret_cast<const Model*>(model_ptr);
-        return m->layer_forward(layer, h, cos, sin, mask_or_causal(mask), nullptr, {});
+        return m->layer_forward(layer, h, Rope{cos, sin_signed}, nullptr, nullptr);
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grad_out) {
@@ -46,18 +39,14 @@ struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
         auto h = saved[0].detach().requires_grad_(true);
         {
             torch::AutoGradMode enable(true);
-            auto out = m->layer_forward(layer, h, saved[1], saved[2], mask_or_causal(saved[3]), nullptr, {});
+            auto out = m->layer_forward(layer, h, Rope{saved[1], saved[2]}, nullptr, nullptr);
             torch::autograd::backward({out}, {grad_out[0]});
         }
-        return {h.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        return {h.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
 
-torch::Tensor recomputed_layer(const Model& m, int64_t layer, const torch::Tensor& h, const torch::Tensor& cos,
-                               const torch::Tensor& sin, const torch::Tensor& mask) {
-    auto mk = mask.defined() ? mask : torch::empty({0}, h.options().dtype(torch::kBool));
-    return RecomputedLayer::apply(h, reinterpret_cast<int64_t>(&m), layer, cos, sin, mk);
-}
+bool lora_active(const Model& m, const Linear& l) { return m.lora_enabled && l.lora_a.defined(); }
 
 }  // namespace
 
@@ -82,14 +71,20 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
     return at::rms_norm(x, {x.size(-1)}, weight, eps);
 }
 
-torch::Tensor attention_mask(const torch::Tensor& key_valid, const torch::Tensor& slots) {
-    const int64_t S = key_valid.size(1);
-    auto keys = torch::arange(S, slots.options()).view({1, S});  // (1, S)
-    auto q = slots.view({-1, 1});                                 // (T, 1)
-    auto causal = keys <= q;                                      // (T, S)
-    auto self = keys == q;
-    auto m = (causal.unsqueeze(0) & key_valid.unsqueeze(1)) | self.unsqueeze(0);  // (B, T, S)
-    return m.unsqueeze(1);                                                       // (B, 1, T, S)
+void apply_rope_(torch::Tensor x, const Rope& rope) {
+    const int64_t D = x.size(-1);
+    auto swapped = x.unflatten(-1, {2, D / 2}).flip(-2).flatten(-2);  // (x2, x1): a copy, taken before x changes
+    x.mul_(rope.cos).addcmul_(swapped, rope.sin_signed);
+}
+
+DecodeSlots DecodeSlots::make(const torch::Tensor& lens, const torch::Tensor& row_base, int64_t S, bool fused) {
+    DecodeSlots d;
+    d.lens = lens;
+    if (!fused) {
+        d.write = row_base + lens;
+        d.mask = (torch::arange(S, lens.options()).view({1, S}) <= lens.view({-1, 1})).view({-1, 1, 1, S});
+    }
+    return d;
 }
 
 Model::Model(ModelConfig cfg, torch::Device device, torch::ScalarType dtype)
@@ -214,14 +209,18 @@ KVCache Model::make_cache(int64_t batch, int64_t capacity) const {
     KVCache c;
     auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-        c.k.push_back(torch::zeros({batch, cfg_.num_kv_heads, capacity, cfg_.head_dim}, opts));
-        c.v.push_back(torch::zeros({batch, cfg_.num_kv_heads, capacity, cfg_.head_dim}, opts));
+        c.kv.push_back(torch::zeros({batch, capacity, 2 * cfg_.num_kv_heads, cfg_.head_dim}, opts));
     }
     return c;
 }
 
+bool Model::fused_generation() const {
+    return use_fused_kernels && fused::usable(device_, dtype_, cfg_.hidden_size, cfg_.num_heads, cfg_.num_kv_heads,
+                                              cfg_.head_dim);
+}
+
 torch::Tensor Model::add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const {
-    if (!lora_enabled || !l.lora_a.defined()) return y;
+    if (!lora_active(*this, l)) return y;
     // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's.
     auto xa = x.to(l.lora_a.scalar_type());
     auto d = torch::nn::functional::linear(torch::nn::functional::linear(xa, l.lora_a), l.lora_b) * l.lora_scale;
@@ -252,83 +251,127 @@ void Model::fuse_projections() {
     }
 }
 
-torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const torch::Tensor& cos,
-                               const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache, int64_t layer,
-                               const torch::Tensor& slots) const {
-    const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
-    torch::Tensor q, k, v;
-    if (!l.q.weight.requires_grad()) {
-        auto qkv = torch::nn::functional::linear(x, l.qkv_weight, l.qkv_bias);  // (B, T, (H+2G)*D)
-        q = add_lora(l.q, x, qkv.slice(-1, 0, H * D));
-        k = add_lora(l.k, x, qkv.slice(-1, H * D, (H + G) * D));
-        v = add_lora(l.v, x, qkv.slice(-1, (H + G) * D, (H + 2 * G) * D));
-    } else {
-        q = linear(l.q, x), k = linear(l.k, x), v = linear(l.v, x);
+torch::Tensor Model::project_qkv(const Layer& l, const torch::Tensor& x, bool with_bias) const {
+    namespace F = torch::nn::functional;
+    if (l.q.weight.requires_grad()) {
+        auto proj = [&](const Linear& p) { return add_lora(p, x, F::linear(x, p.weight, with_bias ? p.bias : torch::Tensor())); };
+        return torch::cat({proj(l.q), proj(l.k), proj(l.v)}, -1);
     }
-    q = q.reshape({B, T, H, D});  // (B, T, H, D)
-    k = k.reshape({B, T, G, D});  // (B, T, G, D)
-    v = v.reshape({B, T, G, D});
-    if (cfg_.qk_norm) {
-        q = rms_norm(q, l.q_norm, cfg_.rms_norm_eps);
-        k = rms_norm(k, l.k_norm, cfg_.rms_norm_eps);
-    }
-    q = q.transpose(1, 2);  // (B, H, T, D)
-    k = k.transpose(1, 2);  // (B, G, T, D)
-    v = v.transpose(1, 2);
-    auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // (B, 1, T, D)
-    q = q * c + rotate_half(q) * s;
-    k = k * c + rotate_half(k) * s;
-    if (cache) {
-        cache->k[layer].index_copy_(2, slots, k);
-        cache->v[layer].index_copy_(2, slots, v);
-        k = cache->k[layer];  // (B, G, S, D)
-        v = cache->v[layer];
-    }
-    // No mask: causal over the T tokens (training on right-padded rows), which lets SDPA pick its
-    // fused (flash / memory-efficient) kernels instead of materialising (B, H, T, S) scores.
-    auto out = mask.defined()
-                   ? at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(static_cast<double>(D)),
-                                                      /*enable_gqa=*/G != H)
-                   : at::scaled_dot_product_attention(q, k, v, {}, 0.0, true, 1.0 / std::sqrt(static_cast<double>(D)),
-                                                      /*enable_gqa=*/G != H);  // (B, H, T, D)
-    out = out.transpose(1, 2).reshape({B, T, H * D});
-    return linear(l.o, out);
+    auto qkv = F::linear(x, l.qkv_weight, with_bias ? l.qkv_bias : torch::Tensor());  // (B, T, (H+2G)*D)
+    if (!lora_active(*this, l.q) && !lora_active(*this, l.k) && !lora_active(*this, l.v)) return qkv;
+    const int64_t nq = l.q.weight.size(0), nk = l.k.weight.size(0);
+    return torch::cat({add_lora(l.q, x, qkv.slice(-1, 0, nq)), add_lora(l.k, x, qkv.slice(-1, nq, nq + nk)),
+                       add_lora(l.v, x, qkv.slice(-1, nq + nk, nq + 2 * nk))},
+                      -1);
 }
 
-torch::Tensor Model::forward(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& mask,
-                             KVCache* cache, const torch::Tensor& slots) const {
-    auto h = embed_.index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), cfg_.hidden_size});  // (B, T, C)
-    // RoPE tables in fp32, as transformers builds them, then in the activations' dtype.
+torch::Tensor Model::project_gate_up(const Layer& l, const torch::Tensor& x) const {
+    if (l.gate.weight.requires_grad()) return torch::cat({linear(l.gate, x), linear(l.up, x)}, -1);
+    auto gu = torch::nn::functional::linear(x, l.gate_up_weight);  // (B, T, 2I)
+    if (!lora_active(*this, l.gate) && !lora_active(*this, l.up)) return gu;
+    const int64_t I = l.gate.weight.size(0);
+    return torch::cat({add_lora(l.gate, x, gu.slice(-1, 0, I)), add_lora(l.up, x, gu.slice(-1, I, 2 * I))}, -1);
+}
+
+torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rope& rope, KVCache* cache, int64_t layer,
+                               const DecodeSlots* decode) const {
+    const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto qkv = project_qkv(l, x).view({B, T, H + 2 * G, D});  // (B, T, H+2G, D)
+    if (cfg_.qk_norm)
+        qkv = torch::cat({rms_norm(qkv.narrow(2, 0, H), l.q_norm, cfg_.rms_norm_eps),
+                          rms_norm(qkv.narrow(2, H, G), l.k_norm, cfg_.rms_norm_eps), qkv.narrow(2, H + G, G)},
+                         2);
+    apply_rope_(qkv.narrow(2, 0, H + G), rope);  // q and k in one pass
+    auto q = qkv.narrow(2, 0, H);                // (B, T, H, D)
+    auto kv = qkv.narrow(2, H, 2 * G);           // (B, T, 2G, D): k then v, the cache's layout
+    torch::Tensor out;
+    if (decode) {
+        if (T != 1) throw std::logic_error("a decode step takes one token per row");
+        auto k = cache->kv[layer].narrow(2, 0, G).transpose(1, 2);  // (B, G, S, D)
+        auto v = cache->kv[layer].narrow(2, G, G).transpose(1, 2);
+        cache->kv[layer].view({-1, 2 * G, D}).index_copy_(0, decode->write, kv.select(1, 0));
+        out = at::scaled_dot_product_attention(q.transpose(1, 2), k, v, decode->mask, 0.0, false, scale,
+                                               /*enable_gqa=*/G != H)
+                  .transpose(1, 2);  // (B, 1, H, D)
+    } else {
+        if (cache) cache->kv[layer].narrow(1, 0, T).copy_(kv);  // prefill: slots 0..T-1
+        // Causal without a mask lets SDPA pick its fused (flash / memory-efficient) kernels instead of
+        // materialising (B, H, T, T) scores.
+        out = at::scaled_dot_product_attention(q.transpose(1, 2), kv.narrow(2, 0, G).transpose(1, 2),
+                                               kv.narrow(2, G, G).transpose(1, 2), {}, 0.0, true, scale,
+                                               /*enable_gqa=*/G != H);  // (B, H, T, D)
+        out = out.transpose(1, 2);
+    }
+    return linear(l.o, out.reshape({B, T, H * D}));
+}
+
+Rope Model::rope(const torch::Tensor& positions) const {
+    // In fp32, as transformers builds them, then in the activations' dtype.
     auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // (B, T, D/2)
-    auto emb = torch::cat({freqs, freqs}, -1);                              // (B, T, D)
-    auto cos = emb.cos().to(dtype_), sin = emb.sin().to(dtype_);
+    auto sin = freqs.sin();
+    return {torch::cat({freqs, freqs}, -1).cos().to(dtype_).unsqueeze(2),
+            torch::cat({-sin, sin}, -1).to(dtype_).unsqueeze(2)};  // (B, T, 1, D)
+}
+
+torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor& positions, KVCache& cache,
+                                   const DecodeSlots* decode) const {
+    const int64_t B = ids.size(0), T = ids.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D)), eps = cfg_.rms_norm_eps;
+    if (decode && T != 1) throw std::logic_error("a decode step takes one token per row");
+    auto h = embed_.index_select(0, ids.reshape(-1)).view({B, T, cfg_.hidden_size});  // (B, T, C): the residual
+    auto x = fused::add_rms_norm_(h, {}, layers_[0].input_norm, eps);                 // (B, T, C)
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        const Layer& l = layers_[i];
+        // Qwen3 normalises q and k before RoPE, so there the bias (if any) goes in with the matmul.
+        auto qkv = project_qkv(l, x, /*with_bias=*/cfg_.qk_norm).view({B, T, H + 2 * G, D});  // (B, T, H+2G, D)
+        if (cfg_.qk_norm)
+            qkv = torch::cat({rms_norm(qkv.narrow(2, 0, H), l.q_norm, eps), rms_norm(qkv.narrow(2, H, G), l.k_norm, eps),
+                              qkv.narrow(2, H + G, G)},
+                             2);
+        auto& kv = cache.kv[i];  // (B, S, 2G, D)
+        auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
+        torch::Tensor attn;  // (B, T, H, D)
+        if (decode) {
+            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale).view({B, 1, H, D});
+        } else {  // prefill: the T tokens just written are slots 0..T-1
+            auto k = kv.narrow(1, 0, T).narrow(2, 0, G).transpose(1, 2);  // (B, G, T, D)
+            auto v = kv.narrow(1, 0, T).narrow(2, G, G).transpose(1, 2);
+            attn = at::scaled_dot_product_attention(q.transpose(1, 2), k, v, {}, 0.0, true, scale, /*enable_gqa=*/G != H)
+                       .transpose(1, 2);
+        }
+        x = fused::add_rms_norm_(h, linear(l.o, attn.reshape({B, T, H * D})), l.post_attn_norm, eps);
+        auto mlp = linear(l.down, fused::silu_mul(project_gate_up(l, x)));
+        x = fused::add_rms_norm_(h, mlp, i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_, eps);
+    }
+    return x;  // the final norm's output
+}
+
+torch::Tensor Model::forward(const torch::Tensor& ids, const torch::Tensor& positions, KVCache* cache,
+                             const DecodeSlots* decode) const {
+    if (decode && !cache) throw std::logic_error("a decode step needs a cache");
+    if (cache && fused_generation()) return forward_fused(ids, positions, *cache, decode);
+    auto h = embed_.index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), cfg_.hidden_size});  // (B, T, C)
+    const Rope r = rope(positions);
     const bool recompute = recompute_layers && cache == nullptr && torch::GradMode::is_enabled();
     // A recomputed layer is differentiated only if its input requires grad (frozen embeddings under
     // LoRA do not); the same fix as transformers' enable_input_require_grads.
     if (recompute && !h.requires_grad()) h = h.detach().requires_grad_(true);
     for (size_t i = 0; i < layers_.size(); ++i) {
         const auto li = static_cast<int64_t>(i);
-        h = recompute ? recomputed_layer(*this, li, h, cos, sin, mask) : layer_forward(li, h, cos, sin, mask, cache, slots);
+        h = recompute ? RecomputedLayer::apply(h, reinterpret_cast<int64_t>(this), li, r.cos, r.sin_signed)
+                      : layer_forward(li, h, r, cache, decode);
     }
     return rms_norm(h, final_norm_, cfg_.rms_norm_eps);
 }
 
-torch::Tensor Model::layer_forward(int64_t layer, const torch::Tensor& h_in, const torch::Tensor& cos,
-                                   const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache,
-                                   const torch::Tensor& slots) const {
+torch::Tensor Model::layer_forward(int64_t layer, const torch::Tensor& h_in, const Rope& rope, KVCache* cache,
+                                   const DecodeSlots* decode) const {
     const Layer& l = layers_[layer];
-    auto h = h_in + attention(l, rms_norm(h_in, l.input_norm, cfg_.rms_norm_eps), cos, sin, mask, cache, layer, slots);
-    auto x = rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps);
-    torch::Tensor gate, up;
-    if (!l.gate.weight.requires_grad()) {
-        auto gu = torch::nn::functional::linear(x, l.gate_up_weight);  // (B, T, 2I)
-        const int64_t I = l.gate.weight.size(0);
-        gate = add_lora(l.gate, x, gu.slice(-1, 0, I));
-        up = add_lora(l.up, x, gu.slice(-1, I, 2 * I));
-    } else {
-        gate = linear(l.gate, x), up = linear(l.up, x);
-    }
-    return h + linear(l.down, torch::silu(gate) * up);
+    auto h = h_in + attention(l, rms_norm(h_in, l.input_norm, cfg_.rms_norm_eps), rope, cache, layer, decode);
+    auto gu = project_gate_up(l, rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps));  // (B, T, 2I)
+    const int64_t I = l.gate.weight.size(0);
+    return h + linear(l.down, torch::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I));
 }
 
 std::vector<std::pair<std::string, Linear*>> Model::linears() {

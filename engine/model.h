@@ -37,10 +37,31 @@ struct Layer {
     torch::Tensor qkv_weight, qkv_bias, gate_up_weight;
 };
 
-// Per-layer key/value storage for generation, allocated once for B rows and S positions.
+// Per-layer key/value storage for generation, allocated once for B rows and S slots. Row b's tokens
+// fill slots 0, 1, .. in order (its prompt, then what it generates), so rows of different lengths
+// need no padding in front and a decode step attends a prefix of each row.
 struct KVCache {
-    std::vector<torch::Tensor> k, v;  // per layer (B, G, S, D)
-    int64_t capacity() const { return k.empty() ? 0 : k[0].size(2); }
+    std::vector<torch::Tensor> kv;  // per layer (B, S, 2G, D): keys in [:, :, :G], values in [:, :, G:]
+    int64_t capacity() const { return kv.empty() ? 0 : kv[0].size(1); }
+};
+
+// Where one decode step (T = 1) appends to the cache and what it attends: row b writes its token at
+// slot lens[b] (also its position) and attends slots 0..lens[b]. Built inside the step from the
+// device tensor `lens`, so that a CUDA graph of the step stays valid as the rows grow.
+struct DecodeSlots {
+    torch::Tensor lens;  // (B) int64
+    // For ATen's kernels (the engine's own CUDA kernels need only lens):
+    torch::Tensor write;  // (B) int64: b * S + lens[b], a row of the cache viewed as (B*S, 2G, D)
+    torch::Tensor mask;   // (B, 1, 1, S) bool, for SDPA
+
+    // `row_base` (B) int64 = b * S.
+    static DecodeSlots make(const torch::Tensor& lens, const torch::Tensor& row_base, int64_t S, bool fused);
+};
+
+// RoPE tables for positions (B, T): cos and sin with its first half negated, (B, T, 1, D) in the
+// model's dtype (computed in fp32, as transformers builds them).
+struct Rope {
+    torch::Tensor cos, sin_signed;
 };
 
 class Model {
@@ -59,12 +80,15 @@ public:
     KVCache make_cache(int64_t batch, int64_t capacity) const;
 
     // Hidden states after the final norm, (B, T, C). `ids` (B, T) int64; `positions` (B, T) int64 RoPE
-    // positions. With a cache: the T new tokens are written at cache slots `slots` (T) int64, and
-    // attention covers the whole cache under `mask`. Without: attention covers the T tokens.
-    // `mask` (B, 1, T, S) bool, true where a query may attend a key; undefined (no cache only): causal
-    // over the T tokens, right for rows whose padding comes after their tokens.
-    torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& mask,
-                          KVCache* cache = nullptr, const torch::Tensor& slots = {}) const;
+    // positions. Attention is causal over the T tokens, right for rows whose padding comes after
+    // their tokens (padding positions compute values nobody reads). With a cache and no `decode`
+    // (prefill): the T tokens' keys and values also fill slots 0..T-1 of every row. With `decode`
+    // (T = 1): each row appends at its own slot and attends its cached prefix (DecodeSlots).
+    torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions, KVCache* cache = nullptr,
+                          const DecodeSlots* decode = nullptr) const;
+    // Whether generation (a forward with a cache) runs on the engine's own CUDA kernels
+    // (engine/fused_ops.h): a GPU, 16-bit, a build with them, and use_fused_kernels.
+    bool fused_generation() const;
     // (..., C) -> (..., V) logits in the model's dtype.
     torch::Tensor logits(const torch::Tensor& hidden) const;
     const torch::Tensor& lm_head() const;  // (V, C): the embedding when tied
@@ -76,19 +100,28 @@ public:
     std::vector<std::pair<std::string, Linear*>> linears();
 
     // One decoder layer: (B, T, C) -> (B, T, C). Public for the recomputation wrapper.
-    torch::Tensor layer_forward(int64_t layer, const torch::Tensor& h, const torch::Tensor& cos,
-                                const torch::Tensor& sin, const torch::Tensor& mask, KVCache* cache,
-                                const torch::Tensor& slots) const;
+    torch::Tensor layer_forward(int64_t layer, const torch::Tensor& h, const Rope& rope, KVCache* cache,
+                                const DecodeSlots* decode) const;
 
     bool lora_enabled = true;
+    // Off: generation on ATen's kernels only (tests compare the two).
+    bool use_fused_kernels = true;
     // While training (grad mode on, no cache): keep only each layer's input and recompute the layer
     // in the backward pass (activation memory of one layer instead of all).
     bool recompute_layers = false;
 
 private:
     Model(ModelConfig cfg, torch::Device device, torch::ScalarType dtype);
-    torch::Tensor attention(const Layer& l, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                            const torch::Tensor& mask, KVCache* cache, int64_t layer, const torch::Tensor& slots) const;
+    torch::Tensor attention(const Layer& l, const torch::Tensor& x, const Rope& rope, KVCache* cache, int64_t layer,
+                            const DecodeSlots* decode) const;
+    Rope rope(const torch::Tensor& positions) const;
+    // forward() with a cache on the engine's CUDA kernels: residual adds fused into the norms, RoPE
+    // into the cache write, SiLU into the product, decode attention split over key chunks.
+    torch::Tensor forward_fused(const torch::Tensor& ids, const torch::Tensor& positions, KVCache& cache,
+                                const DecodeSlots* decode) const;
+    // q|k|v (B, T, (H+2G)*D) and gate|up (B, T, 2I): one matrix multiply while the base is frozen.
+    torch::Tensor project_qkv(const Layer& l, const torch::Tensor& x, bool with_bias = true) const;
+    torch::Tensor project_gate_up(const Layer& l, const torch::Tensor& x) const;
     torch::Tensor linear(const Linear& l, const torch::Tensor& x) const;
     // y + the LoRA update of `l` for input x (y itself when no adapter is active).
     torch::Tensor add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const;
@@ -107,11 +140,9 @@ private:
 // RMSNorm as transformers computes it: in fp32, cast back, then scaled.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-// Attention mask (B, 1, T, S) bool for queries at cache slots `slots` (T) int64 over S key slots:
-// a query attends every valid key at or before its own slot (causal), and always itself, so that a
-// padding query (whose own key is not valid) has no empty row (an all-masked row would be NaN).
-// `key_valid` (B, S) bool marks the slots holding real tokens.
-torch::Tensor attention_mask(const torch::Tensor& key_valid, const torch::Tensor& slots);
+// x * cos + rotate_half(x) * sin, in place on x (B, T, N, D) (a view is fine); three kernels
+// instead of rotate_half's five, since rotate_half(x) * sin = swap_halves(x) * sin_signed.
+void apply_rope_(torch::Tensor x, const Rope& rope);
 
 // "float32" | "bfloat16" | "float16", or "auto": bf16 on a GPU, fp32 on the CPU.
 torch::ScalarType dtype_from_name(const std::string& name, torch::Device device = torch::kCPU);

@@ -63,7 +63,7 @@ torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int
     // Right padding: a row's tokens come first, so causal attention never lets a real token see
     // padding (padding positions compute garbage that weight 0 ignores).
     auto positions = (valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);  // (B, T)
-    auto hidden = model.forward(batch.ids.to(model.device()), positions, torch::Tensor());
+    auto hidden = model.forward(batch.ids.to(model.device()), positions);
     auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
     auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
     return chunked_logprobs(h, model.lm_head(), targets, chunk).view({B, T - 1});

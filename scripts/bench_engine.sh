@@ -15,7 +15,7 @@ mkdir -p "$OUTD"
 echo "[bench-engine] $(date -u +%FT%TZ) $($PY -c 'import torch, transformers; print(torch.__version__, torch.cuda.get_device_name(), "transformers", transformers.__version__)')"
 WHAT=${4:-generate,train}
 if [[ ,$WHAT, == *,generate,* ]]; then
-  "$BUILD"/kernelzero bench-engine --arch qwen2 --preset 7b-shape --batch 1,16,64 --prompt-len 256 --new-tokens 256 \
+  "$BUILD"/kernelzero bench-engine --arch qwen2 --preset 7b-shape --batch 1,16,64 --prompt-len 256 --new-tokens 256 --profile \
     --repeats ${KZ_BENCH_REPEATS:-3} --json | tee "$OUTD/engine_generate.jsonl"
   if [[ -f "$ANCHORS/hf_generate.py" ]]; then
     echo "[bench-engine] anchor (hf_generate.py):"

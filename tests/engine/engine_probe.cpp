@@ -10,14 +10,16 @@
 //    "weight_decay", "recompute": bool, "chunk", "micro_batches": n, "report": [names],
 //    "save_adapter": dir, "save_merged": dir, "steps": n, "save_state": file, "load_state": file}
 //                                                                       -> {"loss", "grad_norm", "grads", "params_after"}
-// Optional "device" (default cpu), "dtype" (default float32), "adapter" (a peft directory to load)
-// and "lora_enabled" (default true).
+// Optional "device" (default cpu), "dtype" (default float32), "adapter" (a peft directory to load),
+// "lora_enabled" (default true) and "fused" (the engine's CUDA kernels where usable, default true).
+// Every reply also says "fused" (whether generation ran on them) and "fused_built".
 #include <iostream>
 #include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/fused_ops.h"
 #include "engine/generate.h"
 #include "engine/hf_checkpoint.h"
 #include "engine/lora.h"
@@ -43,6 +45,7 @@ int main() {
         kz::LoraConfig lora;
         if (req.contains("adapter")) lora = kz::load_peft_adapter(model, req["adapter"].get<std::string>());
         model.lora_enabled = req.value("lora_enabled", true);
+        model.use_fused_kernels = req.value("fused", true);
         const std::string op = req.at("op");
         json reply;
         if (op == "prefill_logits" || op == "decode_logits") {
@@ -51,14 +54,13 @@ int main() {
             if (op == "decode_logits") forced = req.at("forced").get<std::vector<std::vector<int64_t>>>();
             int64_t steps = forced.empty() ? 0 : static_cast<int64_t>(forced[0].size());
             kz::BatchDecoder dec(model, prompts, steps);
-            auto logits = dec.prefill();  // (B, P, V)
-            const int64_t P = dec.prompt_slots();
             json rows = json::array();
             if (op == "prefill_logits") {
+                auto logits = dec.prefill(/*all_positions=*/true);  // (B, P, V), right-padded
                 for (size_t b = 0; b < prompts.size(); ++b)
-                    rows.push_back(to_json(logits[b].slice(0, P - static_cast<int64_t>(prompts[b].size()), P)));
+                    rows.push_back(to_json(logits[b].slice(0, 0, static_cast<int64_t>(prompts[b].size()))));
             } else {
-                std::vector<torch::Tensor> per_step = {logits.select(1, P - 1)};  // (B, V)
+                std::vector<torch::Tensor> per_step = {dec.prefill()};  // (B, V)
                 for (int64_t s = 0; s < steps; ++s) {
                     std::vector<int64_t> col;
                     for (const auto& f : forced) col.push_back(f.at(s));
@@ -135,6 +137,8 @@ int main() {
         } else {
             throw std::runtime_error("unknown op " + op);
         }
+        reply["fused"] = model.fused_generation();
+        reply["fused_built"] = kz::fused::available();
         std::cout << reply.dump() << "\n";
         return 0;
     } catch (const std::exception& e) {

@@ -200,15 +200,25 @@ def randomize(model, seed):
     return model
 
 
-def make_hf_model(arch, directory, tied=True, seed=0, **save_kwargs):
+# Head sizes the engine's CUDA decode kernels take (64 and 128), with 7 query heads per KV head as
+# in Qwen2.5-7B; the tiny default (16 and 32) exercises ATen's path.
+GPU_DIMS = {"qwen2": dict(hidden_size=448, num_attention_heads=7, num_key_value_heads=1, intermediate_size=512),
+            "qwen3": dict(hidden_size=256, num_attention_heads=14, num_key_value_heads=2, intermediate_size=512,
+                          head_dim=128)}
+
+
+def make_hf_model(arch, directory, tied=True, seed=0, dims=None, **save_kwargs):
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
     common = dict(vocab_size=384, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-6,
                   tie_word_embeddings=tied)
+    if arch == "qwen3":
+        common["head_dim"] = 32
+    common.update(dims or {})
     if arch == "qwen2":
         cfg, cls = Qwen2Config(**common), Qwen2ForCausalLM
     else:
-        cfg, cls = Qwen3Config(head_dim=32, attention_bias=False, **common), Qwen3ForCausalLM
+        cfg, cls = Qwen3Config(attention_bias=False, **common), Qwen3ForCausalLM
     torch.manual_seed(seed)
     m = randomize(cls(cfg), seed).eval()
     m.save_pretrained(directory, **save_kwargs)
@@ -509,39 +519,46 @@ class GpuBf16Test(unittest.TestCase):
     """bf16 on the GPU: our logits are as close to the fp32 reference as transformers' own bf16 logits."""
 
     def test_bf16_logits_match_transformers(self):
+        """Prefill and KV-cache decode, on the engine's CUDA kernels and on ATen's."""
         dev = os.environ["KZ_ENGINE_DEVICE"]
         rng = random.Random(5)
         prompts = [[rng.randrange(384) for _ in range(n)] for n in (33, 7, 64)]
         forced = [[rng.randrange(384) for _ in range(16)] for _ in prompts]
         with tempfile.TemporaryDirectory() as tmp:
-            for arch in ("qwen2", "qwen3"):
-                with self.subTest(arch=arch):
+            for arch, fused in (("qwen2", True), ("qwen3", True), ("qwen2", False), ("qwen3", False)):
+                with self.subTest(arch=arch, fused=fused):
                     d = os.path.join(tmp, arch)
-                    m = make_hf_model(arch, d, tied=False)
-                    ours = probe({"op": "decode_logits", "model": d, "prompts": prompts, "forced": forced,
-                                  "device": dev, "dtype": "bfloat16"})["logits"]
+                    m = make_hf_model(arch, d, tied=False, dims=GPU_DIMS[arch])
+                    reply = probe({"op": "decode_logits", "model": d, "prompts": prompts, "forced": forced,
+                                   "device": dev, "dtype": "bfloat16", "fused": fused})
+                    self.assertEqual(reply["fused"], fused and reply["fused_built"])
+                    ours = reply["logits"]
                     ref32 = m.to(dev)
-                    m16 = make_hf_model(arch, os.path.join(tmp, arch + "-copy"), tied=False).to(dev, torch.bfloat16)
+                    m16 = make_hf_model(arch, os.path.join(tmp, arch + "-copy"), tied=False,
+                                        dims=GPU_DIMS[arch]).to(dev, torch.bfloat16)
                     for ids, f, got in zip(prompts, forced, ours):
                         x = torch.tensor([ids + f], device=dev)
                         with torch.no_grad():
                             r32 = ref32(x).logits[0, len(ids) - 1:].double().cpu()
                             r16 = m16(x).logits[0, len(ids) - 1:].double().cpu()
                         got = torch.tensor(got, dtype=torch.float64)
+                        # bf16 tolerance measured by transformers' own bf16 error on the same model.
                         hf_err = (r16 - r32).abs().max().item()
                         our_err = (got - r32).abs().max().item()
                         scale = r32.abs().max().item()
                         self.assertLess(our_err, 2 * hf_err + 1e-3 * scale, f"ours {our_err:.4g} vs transformers bf16 {hf_err:.4g}")
-                        self.assertLess((got - r16).abs().max().item(), 0.05 * scale)
-                        agree = (got.argmax(-1) == r32.argmax(-1)).double().mean().item()
-                        self.assertGreater(agree, 0.9)
+                        # Where fp32's top token leads by more than twice bf16's error, ours must pick
+                        # it (elsewhere random weights leave ties that bf16 rounding decides).
+                        top2 = r32.topk(2, -1).values
+                        clear = (top2[:, 0] - top2[:, 1]) > 2 * max(hf_err, our_err)
+                        self.assertTrue(bool((got.argmax(-1) == r32.argmax(-1))[clear].all()), "a clear top token differs")
 
     def test_cuda_graph_decode_equals_eager(self):
         dev = os.environ["KZ_ENGINE_DEVICE"]
         rng = random.Random(6)
         prompts = [[rng.randrange(384) for _ in range(n)] for n in (5, 19, 11)]
         with tempfile.TemporaryDirectory() as tmp:
-            make_hf_model("qwen3", tmp, tied=True)
+            make_hf_model("qwen3", tmp, tied=True, dims=GPU_DIMS["qwen3"])
             req = {"op": "generate", "model": tmp, "prompts": prompts, "max_new_tokens": 40, "temperature": 0.8,
                    "seed": 4, "device": dev, "dtype": "bfloat16"}
             graph = probe({**req, "cuda_graph": True})["completions"]

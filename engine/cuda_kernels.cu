@@ -1,0 +1,414 @@
+#include "engine/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace kz::cuda {
+
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x);
+template <>
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <>
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
+
+// x rounded to T and back: what one op in T computes.
+template <typename T>
+__device__ __forceinline__ float rnd(float x) { return to_f(from_f<T>(x)); }
+
+void check_launch(const char* what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// 8 elements (16 bytes) per load; a thread keeps up to kNormVecs of them in registers, so h is read
+// once and the row needs one block of at most 1024 threads (C <= 32768).
+constexpr int kVec = 8;
+constexpr int kNormVecs = 4;
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) VecN {
+    T v[N];
+};
+template <typename T>
+using Vec8 = VecN<T, kVec>;
+
+template <typename T>
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warps = (blockDim.x + 31) / 32;
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float total = 0.f;
+    for (int i = 0; i < warps; ++i) total += scratch[i];
+    return total;
+}
+
+template <typename T>
+__global__ void add_rms_norm_kernel(T* h, const T* x, const T* w, T* out, int C, float eps) {
+    const size_t row = blockIdx.x;
+    const int nvec = C / kVec;
+    auto* hr = reinterpret_cast<Vec8<T>*>(h + row * C);
+    auto* xr = x ? reinterpret_cast<const Vec8<T>*>(x + row * C) : nullptr;
+    auto* wr = reinterpret_cast<const Vec8<T>*>(w);
+    auto* outr = reinterpret_cast<Vec8<T>*>(out + row * C);
+    float vals[kNormVecs][kVec];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kNormVecs; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i >= nvec) break;
+        Vec8<T> hv = hr[i];
+        if (xr) {
+            const Vec8<T> xv = xr[i];
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) hv.v[e] = from_f<T>(to_f(hv.v[e]) + to_f(xv.v[e]));
+            hr[i] = hv;
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+            vals[j][e] = to_f(hv.v[e]);
+            ss += vals[j][e] * vals[j][e];
+        }
+    }
+    __shared__ float scratch[32];
+    const float inv = rsqrtf(block_sum<T>(ss, scratch) / static_cast<float>(C) + eps);
+#pragma unroll
+    for (int j = 0; j < kNormVecs; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i >= nvec) break;
+        const Vec8<T> wv = wr[i];
+        Vec8<T> o;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) o.v[e] = from_f<T>(to_f(wv.v[e]) * rnd<T>(vals[j][e] * inv));
+        outr[i] = o;
+    }
+}
+
+// One block per (token, head), one thread per rotated pair (i, i + D/2).
+template <typename T>
+__global__ void rope_qkv_kernel(const T* qkv, const T* bias, const int64_t* positions, const float* inv_freq, T* q_out,
+                                T* cache, int T_, int H, int G, int D, int S) {
+    const int64_t n = blockIdx.x;
+    const int head = blockIdx.y, half = D / 2;
+    const int64_t b = n / T_, pos = positions[n];
+    const T* src = qkv + (n * (H + 2 * G) + head) * D;
+    const T* bh = bias ? bias + static_cast<int64_t>(head) * D : nullptr;
+    T* dst = head < H ? q_out + (n * H + head) * D : cache + ((b * S + pos) * (2 * G) + (head - H)) * D;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float x1 = to_f(src[i]), x2 = to_f(src[i + half]);
+        if (bh) x1 = rnd<T>(x1 + to_f(bh[i])), x2 = rnd<T>(x2 + to_f(bh[i + half]));
+        if (head < H + G) {
+            // As transformers: fp32 tables rounded to T, then x*cos + rotate_half(x)*sin, each op in T.
+            const float f = static_cast<float>(pos) * inv_freq[i];
+            const float c = rnd<T>(cosf(f)), s = rnd<T>(sinf(f));
+            const float y1 = rnd<T>(rnd<T>(x1 * c) + rnd<T>(-x2 * s));
+            x2 = rnd<T>(rnd<T>(x2 * c) + rnd<T>(x1 * s));
+            x1 = y1;
+        }
+        dst[i] = from_f<T>(x1);  // values (head >= H + G) go in unrotated, after the G key heads
+        dst[i + half] = from_f<T>(x2);
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ T silu_times(T g, T u) {
+    const float gf = to_f(g);
+    return from_f<T>(rnd<T>(gf / (1.f + __expf(-gf))) * to_f(u));
+}
+
+// 8 outputs per thread when I is a multiple of 8 (16-byte loads), else one.
+template <typename T, bool kVectorised>
+__global__ void silu_mul_kernel(const T* gu, T* out, int64_t N, int64_t I) {
+    const int64_t per = kVectorised ? kVec : 1, total = N * I / per;
+    for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+         e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = e * per / I, c = e * per % I;
+        if constexpr (kVectorised) {
+            const auto g = *reinterpret_cast<const Vec8<T>*>(gu + r * 2 * I + c);
+            const auto u = *reinterpret_cast<const Vec8<T>*>(gu + r * 2 * I + I + c);
+            Vec8<T> o;
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) o.v[k] = silu_times(g.v[k], u.v[k]);
+            *reinterpret_cast<Vec8<T>*>(out + e * per) = o;
+        } else {
+            out[e] = silu_times(gu[r * 2 * I + c], gu[r * 2 * I + I + c]);
+        }
+    }
+}
+
+// Decode attention, one block per (key chunk, KV head, row), flash-decoding style. Each warp takes
+// tiles of keys, scores each key against every query head of the group (queries in shared memory),
+// reduces the softmax statistics once per tile, then the lanes (D/32 dimensions each) accumulate
+// the tile's values. The block's partial (unnormalised output, max, sum) goes to
+// `partial` for the combine kernel.
+constexpr int kAttnWarps = 4;
+constexpr int kMaxGroup = 8;
+constexpr int kKeysPerChunk = kAttnWarps * 32;  // two 16-key tiles per warp
+
+template <typename T, int D, int GROUP>
+__global__ void decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
+                                        int S, int chunk, float scale) {
+    constexpr int E = D / 32;  // value dimensions per lane
+    const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n_keys = static_cast<int>(lens[b]) + 1;
+    const int start = split * chunk, end = min(start + chunk, n_keys);
+
+    __shared__ float qs[GROUP][D];
+    for (int i = threadIdx.x; i < GROUP * D; i += blockDim.x)
+        qs[i / D][i % D] = to_f(q[(static_cast<int64_t>(b) * H + g * GROUP) * D + i]) * scale;
+    __syncthreads();
+
+    float m[GROUP], l[GROUP], acc[GROUP][E];
+#pragma unroll
+    for (int h = 0; h < GROUP; ++h) {
+        m[h] = -INFINITY;
+        l[h] = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[h][e] = 0.f;
+    }
+    const int64_t key_stride = static_cast<int64_t>(2 * G) * D;
+    const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
+    const T* values = keys + static_cast<int64_t>(G) * D;
+    // Tiles of 16 keys: lanes j and j + 16 score key j, each over half of D, so that the key and
+    // the tile's 16 values (E dimensions per lane) fit in registers and are loaded together: one
+    // memory latency per tile.
+    constexpr int kTile = 16, kHalf = D / 2 / kVec;  // Vec8 loads per lane for its half of a key
+    const int pair = lane & 15, side = lane >> 4;
+    for (int tile = start + warp * kTile; tile < end; tile += kAttnWarps * kTile) {
+        const int key = tile + pair;
+        const bool valid = key < end;
+        const int n_tile = min(kTile, end - tile);
+        Vec8<T> kv[kHalf];
+        if (valid) {
+            const auto* krow = reinterpret_cast<const Vec8<T>*>(keys + key * key_stride) + side * kHalf;
+#pragma unroll
+            for (int c = 0; c < kHalf; ++c) kv[c] = krow[c];
+        }
+        VecN<T, E> vv[kTile];
+#pragma unroll
+        for (int j = 0; j < kTile; ++j) {
+            if (j < n_tile) {
+                vv[j] = *reinterpret_cast<const VecN<T, E>*>(values + (tile + j) * key_stride + lane * E);
+            } else {
+#pragma unroll
+                for (int e = 0; e < E; ++e) vv[j].v[e] = from_f<T>(0.f);
+            }
+        }
+        float s[GROUP];
+#pragma unroll
+        for (int h = 0; h < GROUP; ++h) s[h] = 0.f;
+        if (valid) {
+#pragma unroll
+            for (int c = 0; c < kHalf; ++c)
+#pragma unroll
+                for (int e = 0; e < kVec; ++e) {
+                    const float kf = to_f(kv[c].v[e]);
+                    const int d = (side * kHalf + c) * kVec + e;
+#pragma unroll
+                    for (int h = 0; h < GROUP; ++h) s[h] += qs[h][d] * kf;
+                }
+        }
+        // Softmax statistics once per tile (both lanes of a key hold it, so reduce within 16 lanes);
+        // lane j then holds key j's weight per head.
+#pragma unroll
+        for (int h = 0; h < GROUP; ++h) {
+            s[h] += __shfl_xor_sync(0xffffffffu, s[h], 16);
+            float tmax = valid ? s[h] : -INFINITY;
+            for (int o = 8; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+            const float m_new = fmaxf(m[h], tmax);
+            const float p = valid ? __expf(s[h] - m_new) : 0.f;
+            float psum = p;
+            for (int o = 8; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+            const float corr = __expf(m[h] - m_new);
+            l[h] = l[h] * corr + psum;
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[h][e] *= corr;
+            m[h] = m_new;
+            s[h] = p;
+        }
+        // Values: a lane accumulates its E dimensions over the tile's keys.
+#pragma unroll
+        for (int j = 0; j < kTile; ++j)
+#pragma unroll
+            for (int h = 0; h < GROUP; ++h) {
+                const float p = __shfl_sync(0xffffffffu, s[h], j);  // 0 past the tile's end
+#pragma unroll
+                for (int e = 0; e < E; ++e) acc[h][e] += p * to_f(vv[j].v[e]);
+            }
+    }
+    // Combine the warps: (m, l, acc) of every warp and head through shared memory.
+    __shared__ float sm_m[kAttnWarps][GROUP], sm_l[kAttnWarps][GROUP], sm_acc[kAttnWarps][GROUP][D];
+#pragma unroll
+    for (int h = 0; h < GROUP; ++h) {
+        if (lane == 0) sm_m[warp][h] = m[h], sm_l[warp][h] = l[h];
+#pragma unroll
+        for (int e = 0; e < E; ++e) sm_acc[warp][h][lane * E + e] = acc[h][e];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GROUP * D; idx += blockDim.x) {
+        const int h = idx / D, d = idx % D;
+        float M = -INFINITY;
+        for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm_m[w][h]);
+        float L = 0.f, A = 0.f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < kAttnWarps; ++w) {
+                const float f = __expf(sm_m[w][h] - M);
+                L += sm_l[w][h] * f;
+                A += sm_acc[w][h][d] * f;
+            }
+        }
+        // partial layout per (b, head, split): D outputs, then max, then sum.
+        float* p = partial + ((static_cast<int64_t>(b) * H + g * GROUP + h) * splits + split) * (D + 2);
+        p[d] = A;
+        if (d == 0) p[D] = M, p[D + 1] = L;
+    }
+}
+
+template <typename T>
+__global__ void decode_combine_kernel(const float* partial, T* out, int splits, int D) {
+    const int64_t bh = blockIdx.x;  // b * H + head
+    const float* p = partial + bh * splits * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < splits; ++s) M = fmaxf(M, p[s * (D + 2) + D]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float L = 0.f, A = 0.f;
+        for (int s = 0; s < splits; ++s) {
+            const float* ps = p + s * (D + 2);
+            if (ps[D] == -INFINITY) continue;  // an empty chunk
+            const float f = __expf(ps[D] - M);
+            L += ps[D + 1] * f;
+            A += ps[d] * f;
+        }
+        out[bh * D + d] = from_f<T>(A / L);
+    }
+}
+
+template <typename T>
+void add_rms_norm_t(void* h, const void* x, const void* w, void* out, int64_t rows, int64_t C, float eps, cudaStream_t s) {
+    if (rows == 0) return;
+    const int64_t nvec = C / kVec;
+    const int64_t threads = std::min<int64_t>(1024, (nvec + 31) / 32 * 32);
+    add_rms_norm_kernel<T><<<static_cast<unsigned>(rows), static_cast<unsigned>(threads), 0, s>>>(
+        static_cast<T*>(h), static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(out), static_cast<int>(C), eps);
+    check_launch("add_rms_norm");
+}
+
+template <typename T>
+void rope_t(const void* qkv, const void* bias, const int64_t* pos, const float* inv_freq, void* q_out, void* cache,
+            int64_t N, int64_t T_, int64_t H, int64_t G, int64_t D, int64_t S, cudaStream_t s) {
+    if (N == 0) return;
+    const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>(H + 2 * G));
+    rope_qkv_kernel<T><<<grid, static_cast<unsigned>(std::min<int64_t>(D / 2, 256)), 0, s>>>(
+        static_cast<const T*>(qkv), static_cast<const T*>(bias), pos, inv_freq, static_cast<T*>(q_out),
+        static_cast<T*>(cache), static_cast<int>(T_), static_cast<int>(H), static_cast<int>(G), static_cast<int>(D),
+        static_cast<int>(S));
+    check_launch("rope_qkv_to_cache");
+}
+
+template <typename T>
+void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s) {
+    const bool vectorised = I % kVec == 0;
+    const int64_t total = N * I / (vectorised ? kVec : 1);
+    if (total == 0) return;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
+    if (vectorised) silu_mul_kernel<T, true><<<blocks, 256, 0, s>>>(static_cast<const T*>(gu), static_cast<T*>(out), N, I);
+    else silu_mul_kernel<T, false><<<blocks, 256, 0, s>>>(static_cast<const T*>(gu), static_cast<T*>(out), N, I);
+    check_launch("silu_mul");
+}
+
+template <typename T, int D, int GROUP>
+void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H,
+                      int64_t G, int64_t S, int64_t chunk, float scale) {
+    decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(q, cache, lens, partial, static_cast<int>(H),
+                                                                        static_cast<int>(G), static_cast<int>(S),
+                                                                        static_cast<int>(chunk), scale);
+}
+
+template <typename T, int D>
+void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial,
+                        int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+    switch (H / G) {
+        case 1: return launch_attention<T, D, 1>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 2: return launch_attention<T, D, 2>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 3: return launch_attention<T, D, 3>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 4: return launch_attention<T, D, 4>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 5: return launch_attention<T, D, 5>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 6: return launch_attention<T, D, 6>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 7: return launch_attention<T, D, 7>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        default: return launch_attention<T, D, 8>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+    }
+}
+
+template <typename T>
+void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial, void* out, int64_t B,
+                        int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
+    const int64_t splits = decode_attention_splits(S), chunk = (S + splits - 1) / splits;
+    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(G), static_cast<unsigned>(B));
+    auto* qp = static_cast<const T*>(q);
+    auto* cp = static_cast<const T*>(cache);
+    if (D == 128) launch_attention_d<T, 128>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    else launch_attention_d<T, 64>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    check_launch("decode_attention");
+    decode_combine_kernel<T><<<static_cast<unsigned>(B * H), static_cast<unsigned>(D), 0, s>>>(
+        partial, static_cast<T*>(out), static_cast<int>(splits), static_cast<int>(D));
+    check_launch("decode_attention combine");
+}
+
+}  // namespace
+
+void add_rms_norm(Half dtype, void* h, const void* x, const void* weight, void* out, int64_t rows, int64_t C, float eps,
+                  cudaStream_t stream) {
+    if (dtype == Half::bf16) add_rms_norm_t<__nv_bfloat16>(h, x, weight, out, rows, C, eps, stream);
+    else add_rms_norm_t<__half>(h, x, weight, out, rows, C, eps, stream);
+}
+
+void rope_qkv_to_cache(Half dtype, const void* qkv, const void* bias, const int64_t* positions, const float* inv_freq,
+                       void* q_out, void* cache, int64_t N, int64_t T, int64_t H, int64_t G, int64_t D, int64_t S,
+                       cudaStream_t stream) {
+    if (dtype == Half::bf16) rope_t<__nv_bfloat16>(qkv, bias, positions, inv_freq, q_out, cache, N, T, H, G, D, S, stream);
+    else rope_t<__half>(qkv, bias, positions, inv_freq, q_out, cache, N, T, H, G, D, S, stream);
+}
+
+void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaStream_t stream) {
+    if (dtype == Half::bf16) silu_mul_t<__nv_bfloat16>(gu, out, N, I, stream);
+    else silu_mul_t<__half>(gu, out, N, I, stream);
+}
+
+bool decode_attention_supported(int64_t H, int64_t G, int64_t D) {
+    return (D == 64 || D == 128) && G > 0 && H % G == 0 && H / G <= kMaxGroup;
+}
+
+int64_t decode_attention_splits(int64_t S) {
+    // Chunks of at least one tile per warp, at most 32 of them: enough blocks to fill the GPU at
+    // batch 1 without a partial buffer that grows with the context.
+    const int64_t chunk = std::max<int64_t>(kKeysPerChunk, (S + 31) / 32);
+    return (S + chunk - 1) / chunk;
+}
+
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, void* out,
+                      int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream) {
+    if (!decode_attention_supported(H, G, D))
+        throw std::runtime_error("decode_attention: unsupported shape (H " + std::to_string(H) + ", G " +
+                                 std::to_string(G) + ", D " + std::to_string(D) + ")");
+    if (B == 0) return;
+    if (dtype == Half::bf16) decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+    else decode_attention_t<__half>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+}
+
+}  // namespace kz::cuda

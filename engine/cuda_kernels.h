@@ -1,0 +1,40 @@
+// The engine's own CUDA kernels for generation (compiled by nvcc when the build has CUDA): what
+// ATen would do in several kernels per decoder layer, done in one. No torch headers here: tensors
+// travel as raw pointers, in the element type `dtype` (bf16 or fp16), on `stream`. Every pointer is
+// to contiguous memory unless its stride is given. fused_ops.h wraps these for tensors.
+#pragma once
+
+#include <cstdint>
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace kz::cuda {
+
+enum class Half { bf16, fp16 };
+
+// Per row r of (rows, C): h[r] += x[r] (rounded to the element type, as a bf16 residual add is),
+// then out[r] = weight * rms_norm(h[r]) computed as transformers does (fp32 statistics, the
+// normalised value rounded before scaling). x may be null (plain RMSNorm of h).
+void add_rms_norm(Half dtype, void* h, const void* x, const void* weight, void* out, int64_t rows, int64_t C, float eps,
+                  cudaStream_t stream);
+
+// RoPE and the KV-cache write of one attention call. qkv (N, H+2G, D) with N = B*T (row n of batch
+// row n / T), plus bias ((H+2G)*D) when not null; positions (N) int64, also the cache slot of token
+// n; inv_freq (D/2) fp32. Writes rotated q to q_out (N, H, D), rotated k and plain v to
+// cache (B, S, 2G, D) at [n / T, positions[n]].
+void rope_qkv_to_cache(Half dtype, const void* qkv, const void* bias, const int64_t* positions, const float* inv_freq,
+                       void* q_out, void* cache, int64_t N, int64_t T, int64_t H, int64_t G, int64_t D, int64_t S,
+                       cudaStream_t stream);
+
+// out (N, I) = silu(gu[:, :I]) * gu[:, I:], gu (N, 2I), rounded after each op as transformers does.
+void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaStream_t stream);
+
+// One decode step's attention over the cache, split over key chunks (flash-decoding). q (B, H, D);
+// cache (B, S, 2G, D); row b attends slots 0..lens[b]. `partial` holds B*H*splits*(D+2) floats.
+// out (B, H, D). D must be 64 or 128 and H / G at most 16 (decode_attention_supported).
+bool decode_attention_supported(int64_t H, int64_t G, int64_t D);
+int64_t decode_attention_splits(int64_t S);
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, void* out,
+                      int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream);
+
+}  // namespace kz::cuda

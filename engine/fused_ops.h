@@ -1,0 +1,31 @@
+// Tensor entry points to the engine's CUDA kernels (engine/cuda_kernels.h), which generation uses on
+// a GPU in bf16 or fp16: fewer, fused kernels per decoder layer than ATen's. Each checks its
+// arguments and throws std::invalid_argument naming the problem. Shapes as in model.h.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace kz::fused {
+
+// Whether this build has the kernels (CMake found nvcc: KZ_CUDA_KERNELS).
+bool available();
+// Whether a model of these dimensions (hidden size C) on `device` in `dtype` can generate with them.
+bool usable(torch::Device device, torch::ScalarType dtype, int64_t C, int64_t H, int64_t G, int64_t D);
+
+// h (..., C) += x in place (x may be undefined: plain RMSNorm); returns weight * rms_norm(h).
+// C a multiple of 8, at most 32768.
+torch::Tensor add_rms_norm_(torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// qkv (B, T, H+2G, D) contiguous, bias ((H+2G)*D) or undefined, positions (B, T) int64 (also the cache
+// slots), inv_freq (D/2) fp32: writes rotated keys and values into cache (B, S, 2G, D); returns the
+// rotated queries (B, T, H, D).
+torch::Tensor rope_qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& bias, const torch::Tensor& positions,
+                                const torch::Tensor& inv_freq, torch::Tensor& cache, int64_t H, int64_t G);
+
+// (..., 2I) -> silu(first half) * second half, (..., I).
+torch::Tensor silu_mul(const torch::Tensor& gu);
+
+// q (B, H, D) over cache (B, S, 2G, D), row b attending slots 0..lens[b] (lens (B) int64): (B, H, D).
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale);
+
+}  // namespace kz::fused
