@@ -19,5 +19,6 @@ Runner add_bench_engine(CLI::App& app);
 Runner add_tasks(CLI::App& app);
 Runner add_propose(CLI::App& app);
 Runner add_frontier(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace kz::cli

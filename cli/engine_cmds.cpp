@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "engine/chat.h"
 #include "engine/config.h"
 #include "engine/generate.h"
@@ -32,24 +33,6 @@ int usage_error(const char* cmd, const std::string& why) {
     return 2;
 }
 
-struct ModelArgs {
-    std::string model, adapter, device = "auto", dtype = "auto";
-};
-
-void add_model_options(CLI::App* cmd, ModelArgs& a) {
-    cmd->add_option("--model", a.model, "Hugging Face model directory")->required();
-    cmd->add_option("--adapter", a.adapter, "A peft LoRA adapter directory to apply");
-    cmd->add_option("--device", a.device, "cpu, cuda, cuda:N or auto");
-    cmd->add_option("--dtype", a.dtype, "float32, bfloat16, float16 or auto (bf16 on GPU, fp32 on CPU)");
-}
-
-Model load_model(const ModelArgs& a) {
-    torch::Device dev = device_from_name(a.device);
-    Model m = Model::load(a.model, dev, dtype_from_name(a.dtype, dev));
-    if (!a.adapter.empty()) load_peft_adapter(m, a.adapter);
-    return m;
-}
-
 // The prompt as the model sees it: ChatML when asked for, else the text itself.
 std::vector<int64_t> prompt_ids(const Tokenizer& tok, const std::string& text, bool chat, const std::string& system) {
     if (!chat) return tok.encode(text);
@@ -57,15 +40,6 @@ std::vector<int64_t> prompt_ids(const Tokenizer& tok, const std::string& text, b
     if (!system.empty()) msgs.push_back({"system", system});
     msgs.push_back({"user", text});
     return tok.encode(ChatFormat::from_template(tok.chat_template()).render(msgs, true));
-}
-
-std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g) {
-    std::set<int64_t> s(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
-    s.insert(g.eos_token_ids.begin(), g.eos_token_ids.end());
-    if (auto e = tok.eos_id()) s.insert(*e);
-    if (auto e = tok.token_id("<|im_end|>")) s.insert(*e);
-    if (auto e = tok.token_id("<|endoftext|>")) s.insert(*e);
-    return {s.begin(), s.end()};
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
     std::vector<kz::cli::Runner> engine_cmds = {kz::cli::add_tokenize(app), kz::cli::add_generate(app),
                                                 kz::cli::add_score(app), kz::cli::add_init_model(app),
                                                 kz::cli::add_bench_engine(app), kz::cli::add_tasks(app),
-                                                kz::cli::add_propose(app), kz::cli::add_frontier(app)};
+                                                kz::cli::add_propose(app), kz::cli::add_frontier(app),
+                                                kz::cli::add_bench(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;

@@ -127,6 +127,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.reason = static_reasons;
         return v;
     }
+    if (auto ck = v.checks.find("custom_kernel"); !policy.require_custom_kernel && ck != v.checks.end() && ck->second == "fail")
+        ck->second = "skip";
     for (auto& [name, val] : v.checks) {
         if (val == "fail") {
             v.status = Status::rejected;
@@ -170,8 +172,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     v.custom_kernel_time_fraction = share;
     std::string rejection;
     const bool launched = launches > 0 || (!on_cpu && share && *share > 0);
-    v.checks["custom_kernel_launched"] = launched ? "pass" : "fail";
-    if (!launched) rejection = "forward launched none of the candidate's own kernels";
+    v.checks["custom_kernel_launched"] = launched ? "pass" : policy.require_custom_kernel ? "fail" : "skip";
+    if (!launched && policy.require_custom_kernel) rejection = "forward launched none of the candidate's own kernels";
 
     std::set<std::string> declared;
     if (c.is_object() && c.contains("library_ops"))

@@ -43,6 +43,9 @@ struct AssemblyPolicy {
     bool strict = true;              // strict: torch compute in forward is rejected unless declared
     double min_kernel_share = 0.5;   // strict, on CUDA: least share of GPU time in the candidate's kernels
     double speedup_review_bound = 10.0;
+    // Off only for the harness self-test (bench --model reference), whose candidate is the reference
+    // itself: having and launching no kernel of its own is then reported (skip), not rejected.
+    bool require_custom_kernel = true;
 };
 
 // Everything the workers said about one job. Missing parts are null.

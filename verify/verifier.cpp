@@ -238,7 +238,7 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
 Verdict Verifier::attempt(const Job& job, bool& retry) {
     retry = false;
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : opts_.timeout_s;
-    AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound};
+    AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound, opts_.require_custom_kernel};
     JobReplies replies;
     replies.device = opts_.device;
     replies.backend = job.backend;

@@ -32,6 +32,7 @@ struct VerifyOptions {
     double compile_timeout_s = 900;        // one ahead-of-time build (load_inline takes a minute)
     double min_kernel_share = 0.5;
     double speedup_review_bound = 10.0;
+    bool require_custom_kernel = true;     // see AssemblyPolicy
     int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
     double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
     int lanes = 1;                         // reference + candidate worker pairs

@@ -304,3 +304,80 @@ TEST_F(CliTest, NoveltyContaminationAndCompileChecks) {
     for (auto it = v["checks"].begin(); it != v["checks"].end(); ++it)
         if (it.key() != "compile") EXPECT_NE(it.value(), "fail") << it.key();
 }
+
+namespace {
+
+int count_lines(const std::string& path) {
+    std::ifstream f(path);
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line)) ++n;
+    return n;
+}
+
+TEST_F(CliTest, BenchReferenceSelfTestIsAllCorrectAndResumes) {
+    const std::string out = dir + "/run";
+    std::vector<std::string> args = {"bench", "--tasks", kSrc + "/examples/known_good/tasks", "--backend", "triton",
+                                     "--model", "reference", "--device", "cpu", "--out", out, "--workers", "2",
+                                     "--cache-dir", cache, "--json", "--no-progress"};
+    auto r = run(args, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json m = json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(m["overall"]["tasks"], 17);
+    EXPECT_EQ(m["overall"]["samples"], 17);
+    EXPECT_DOUBLE_EQ(m["overall"]["fast_p_eager"]["0"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ(m["overall"]["pass_at_k"]["pass@1"].get<double>(), 1.0);
+    for (const char* f : {"run.json", "jobs.jsonl", "verdicts.jsonl", "samples.jsonl", "metrics.json", "report.md", "report.html"})
+        EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+    EXPECT_EQ(count_lines(out + "/samples.jsonl"), 17);
+    const std::string html = kz::read_file(out + "/report.html");
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find("tasks/softmax"), std::string::npos);
+    EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, static
+
+    // The same directory again: refused without --resume; with it, nothing is verified twice.
+    auto again = run(args, dir);
+    EXPECT_EQ(again.code, 2);
+    EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.err;
+    args.push_back("--resume");
+    auto resumed = run(args, dir);
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_EQ(count_lines(out + "/verdicts.jsonl"), 17);
+    // A resumed run must be the same run.
+    args.insert(args.end(), {"--samples", "2"});
+    auto other = run(args, dir);
+    EXPECT_EQ(other.code, 2);
+    EXPECT_NE(other.err.find("samples differs"), std::string::npos) << other.err;
+}
+
+TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
+    // A random tiny model writes no code: every sample is a format_error with its reason, and the
+    // run still reports.
+    const std::string model = dir + "/tiny", tasks = dir + "/level1", out = dir + "/run";
+    auto init = run({"init-model", "--arch", "qwen2", "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer",
+                    "--out", model},
+                   dir);
+    ASSERT_EQ(init.code, 0) << init.err;
+    fs::create_directories(tasks);
+    fs::copy_file(kSrc + "/examples/known_good/tasks/relu.py", tasks + "/relu.py");
+    fs::copy_file(kSrc + "/examples/known_good/tasks/softmax.py", tasks + "/softmax.py");
+    auto r = run({"bench", "--tasks", tasks, "--backend", "triton", "--model", model, "--device", "cpu", "--samples", "2",
+                 "--k", "1,2", "--max-new-tokens", "12", "--out", out, "--cache-dir", cache, "--json", "--no-progress"},
+                dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(count_lines(out + "/completions.jsonl"), 4);
+    auto verdicts = results(out + "/verdicts.jsonl");
+    ASSERT_EQ(verdicts.size(), 4u);
+    for (const auto& v : verdicts) {
+        EXPECT_EQ(v["status"], "format_error");
+        EXPECT_FALSE(v["reason"].get<std::string>().empty());
+    }
+    json m = json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(m["overall"]["samples"], 4);
+    EXPECT_DOUBLE_EQ(m["overall"]["pass_at_k"]["pass@2"].get<double>(), 0.0);
+    json run_json = json::parse(kz::read_file(out + "/run.json"));
+    EXPECT_EQ(run_json["prompt_version"], "coder-v1");
+    EXPECT_EQ(run_json["settings"]["temperature"], 1.0);  // several samples: sampled, not greedy
+}
+
+}  // namespace

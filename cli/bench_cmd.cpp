@@ -1,0 +1,199 @@
+// kernelzero bench: a Coder (the policy engine, or the reference self-test) on KernelBench-format
+// task sets, with KernelBench's metrics and reports (bench/bench_run.h).
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_run.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/chat.h"
+#include "engine/generate.h"
+#include "engine/torch_info.h"
+#include "verify/verifier.h"
+
+namespace kz::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+int usage_error(const std::string& msg) {
+    std::fprintf(stderr, "kernelzero bench: %s\n", msg.c_str());
+    return 2;
+}
+
+// Completions from the policy engine: each conversation rendered with the model's chat template,
+// its n samples decoded in one batch with the prompts of the other conversations of the call.
+class EngineSource : public CompletionSource {
+public:
+    EngineSource(const ModelArgs& args, SamplingParams sampling, int64_t max_new_tokens, int batch)
+        : tok_(Tokenizer::load(args.model)),
+          model_(load_model(args)),
+          chat_(ChatFormat::from_template(tok_.chat_template())),
+          stops_(stop_ids(tok_, model_.config(), GenerationDefaults::load(args.model))),
+          sampling_(sampling),
+          max_new_tokens_(max_new_tokens),
+          batch_(batch),
+          describe_(args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {}
+
+    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) override {
+        GenerateRequest req;
+        for (const auto& p : prompts) {
+            auto ids = tok_.encode(chat_.render(p, true));
+            for (int s = 0; s < n; ++s) req.prompts.push_back(ids);
+        }
+        req.max_new_tokens = max_new_tokens_;
+        req.stop_ids = stops_;
+        req.sampling = sampling_;
+        req.sampling.seed = sampling_.seed + 1000003 * calls_++;  // a fresh stream per call, reproducible
+        auto outs = generate(model_, req);
+        std::vector<std::vector<std::string>> texts(prompts.size());
+        for (size_t i = 0; i < outs.size(); ++i) {
+            auto t = outs[i].tokens;
+            if (outs[i].stopped) t.pop_back();
+            texts[i / static_cast<size_t>(n)].push_back(tok_.decode(t));
+        }
+        return texts;
+    }
+    std::string describe() const override { return describe_; }
+    int batch_prompts() const override { return batch_; }
+
+private:
+    Tokenizer tok_;
+    Model model_;
+    ChatFormat chat_;
+    std::vector<int64_t> stops_;
+    SamplingParams sampling_;
+    int64_t max_new_tokens_;
+    int batch_;
+    uint64_t calls_ = 0;
+    std::string describe_;
+};
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+    struct Args : ModelArgs {
+        std::vector<std::string> tasks;
+        std::string backend, format, out, policy = "strict", cache_dir;
+        int samples = 1, workers = 1, batch = 8, trials = 5;
+        std::vector<int64_t> ks = {1};
+        std::optional<double> temperature;
+        double top_p = 1.0, timeout = 120;
+        int64_t max_new_tokens = 4096;
+        uint64_t seed = 0;
+        bool resume = false, as_json = false, no_progress = false;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("bench", "Evaluate a Coder on KernelBench-format task sets (pass@k, fast_p, speedups)");
+    cmd->add_option("--tasks", a->tasks, "A directory of task files (repeat for several; each is a group, e.g. level1)")
+        ->required();
+    cmd->add_option("--backend", a->backend, "cuda or triton")->required()->check(CLI::IsMember({"cuda", "triton"}));
+    cmd->add_option("--format", a->format, "cuda: nvrtc (kernelzero.cuda, default) or inline (load_inline)")
+        ->check(CLI::IsMember({"nvrtc", "inline"}));
+    add_model_options(cmd, *a);
+    cmd->get_option("--model")->description("Hugging Face model directory, or `reference` (the harness self-test)");
+    cmd->add_option("--samples", a->samples, "Completions per task")->check(CLI::Range(1, 1024));
+    cmd->add_option("--k", a->ks, "pass@k for these k (comma-separated, each <= --samples)")->delimiter(',')
+        ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+    cmd->add_option("--temperature", a->temperature, "Sampling temperature (default: 0, greedy, for one sample; 1 for more)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--top-p", a->top_p, "Nucleus mass")->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Most tokens per completion")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--seed", a->seed, "Sampling seed");
+    cmd->add_option("--batch", a->batch, "Tasks per generation batch (their samples decode together)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--out", a->out, "Run directory (samples, verdicts, metrics, reports)")->required();
+    cmd->add_flag("--resume", a->resume, "Continue the run in --out: what is recorded is kept, the rest is done");
+    cmd->add_option("--policy", a->policy, "Verification policy for model samples (the reference self-test is lenient)")
+        ->check(CLI::IsMember({"strict", "lenient"}));
+    cmd->add_option("--workers", a->workers, "Verifier lanes")->check(CLI::Range(1, 256));
+    cmd->add_option("--trials", a->trials, "Correctness trials per sample")->check(CLI::Range(1, 1000));
+    cmd->add_option("--timeout", a->timeout, "Seconds for one candidate run")->check(CLI::PositiveNumber);
+    cmd->add_option("--cache-dir", a->cache_dir, "Verifier build cache and baselines (default ~/.cache/kernelzero)");
+    cmd->add_flag("--json", a->as_json, "Print the metrics as JSON on the last line");
+    cmd->add_flag("--no-progress", a->no_progress, "No progress output");
+    return [a, cmd]() -> int {
+        if (!cmd->parsed()) return -1;
+        const bool reference = a->model == "reference";
+        std::string device = a->device;
+        if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
+        if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+            return usage_error("--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+        if (a->backend == "cuda" && device == "cpu") return usage_error("backend cuda needs a GPU (--device cuda)");
+        if (reference && !a->adapter.empty()) return usage_error("--adapter needs a model, not --model reference");
+        try {
+            BenchOptions opts;
+            opts.out_dir = a->out;
+            opts.format = coder_format(a->backend, a->format);
+            opts.samples = a->samples;
+            opts.ks = a->ks;
+            opts.resume = a->resume;
+            opts.progress = !a->no_progress;
+            opts.in_flight = 2 * a->workers;
+            std::vector<BenchTask> tasks = load_task_dirs(a->tasks);
+            std::unique_ptr<EngineSource> source;
+            if (!reference) {
+                SamplingParams sp;
+                sp.temperature = a->temperature.value_or(a->samples > 1 ? 1.0 : 0.0);
+                sp.top_p = a->top_p;
+                sp.seed = a->seed;
+                sp.validate();
+                ModelArgs margs = *a;
+                margs.device = device;
+                opts.settings = {{"temperature", sp.temperature}, {"top_p", sp.top_p}, {"seed", sp.seed},
+                                 {"max_new_tokens", a->max_new_tokens}, {"policy", a->policy}};
+                source = std::make_unique<EngineSource>(margs, sp, a->max_new_tokens, a->batch);
+            } else {
+                opts.settings = {{"policy", "lenient"}};
+            }
+            VerifyOptions vo;
+            vo.device = device;
+            vo.trials = a->trials;
+            vo.timing_iters = device == "cpu" ? 10 : 100;
+            vo.strict = !reference && a->policy == "strict";
+            vo.require_custom_kernel = !reference;
+            vo.timeout_s = a->timeout;
+            vo.lanes = a->workers;
+            vo.compile_workers = a->workers;
+            vo.cache_dir = a->cache_dir;
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            Verifier verifier(vo);
+            try {
+                verifier.start();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
+                return 3;
+            }
+            BenchMetrics m = run_bench(tasks, opts, source.get(), verifier, g_stop);
+            const auto& o = m.overall;
+            if (!a->as_json) {
+                std::printf("%lld tasks, %lld samples: %lld correct", static_cast<long long>(o.tasks),
+                            static_cast<long long>(o.samples), static_cast<long long>(o.correct));
+                for (const auto& [k, v] : o.pass_at)
+                    if (v) std::printf(", pass@%lld %.1f%%", static_cast<long long>(k), 100 * *v);
+                std::printf(", fast_1 %.1f%%", 100 * o.fast_eager.at(1.0));
+                if (o.geomean_speedup_eager) std::printf(", geomean speedup %.2fx", *o.geomean_speedup_eager);
+                std::printf("\nreport: %s/report.html\n", a->out.c_str());
+            } else {
+                nlohmann::json j = m.to_json();
+                j.erase("tasks");
+                std::cout << j.dump() << std::endl;
+            }
+            return 0;
+        } catch (const std::exception& e) {
+            if (g_stop) {
+                std::fprintf(stderr, "kernelzero bench: interrupted; --resume continues the run\n");
+                return 130;
+            }
+            return usage_error(e.what());
+        }
+    };
+}
+
+}  // namespace kz::cli

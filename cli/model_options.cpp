@@ -1,0 +1,33 @@
+#include "cli/model_options.h"
+
+#include <set>
+
+#include "engine/lora.h"
+
+namespace kz::cli {
+
+void add_model_options(CLI::App* cmd, ModelArgs& a, bool required) {
+    auto* opt = cmd->add_option("--model", a.model, "Hugging Face model directory");
+    if (required) opt->required();
+    cmd->add_option("--adapter", a.adapter, "A peft LoRA adapter directory to apply");
+    cmd->add_option("--device", a.device, "cpu, cuda, cuda:N or auto");
+    cmd->add_option("--dtype", a.dtype, "float32, bfloat16, float16 or auto (bf16 on GPU, fp32 on CPU)");
+}
+
+Model load_model(const ModelArgs& a) {
+    torch::Device dev = device_from_name(a.device);
+    Model m = Model::load(a.model, dev, dtype_from_name(a.dtype, dev));
+    if (!a.adapter.empty()) load_peft_adapter(m, a.adapter);
+    return m;
+}
+
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g) {
+    std::set<int64_t> s(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
+    s.insert(g.eos_token_ids.begin(), g.eos_token_ids.end());
+    if (auto e = tok.eos_id()) s.insert(*e);
+    if (auto e = tok.token_id("<|im_end|>")) s.insert(*e);
+    if (auto e = tok.token_id("<|endoftext|>")) s.insert(*e);
+    return {s.begin(), s.end()};
+}
+
+}  // namespace kz::cli

@@ -1,0 +1,29 @@
+// What every subcommand that loads a policy model shares: its options, loading it, and its stop
+// tokens.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace kz::cli {
+
+struct ModelArgs {
+    std::string model, adapter, device = "auto", dtype = "auto";
+};
+
+// --model (required unless `required` is false), --adapter, --device, --dtype.
+void add_model_options(CLI::App* cmd, ModelArgs& a, bool required = true);
+
+// The model on its device, with the adapter applied when one is given.
+Model load_model(const ModelArgs& a);
+
+// The ids that end a completion: the config's and generation_config's eos, the tokenizer's eos,
+// <|im_end|> and <|endoftext|>.
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g);
+
+}  // namespace kz::cli
