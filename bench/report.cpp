@@ -34,9 +34,13 @@ std::string escape(const std::string& s) {
     return o;
 }
 
-std::string run_line(const json& run) {
-    return "source `" + run.value("source", std::string("?")) + "`, format `" + run.value("format", std::string("?")) +
-           "`, prompt `" + run.value("prompt_version", std::string("?")) + "`, " +
+// Each value in backticks for Markdown, in <code> (escaped) for HTML.
+std::string run_line(const json& run, bool html) {
+    auto v = [&](const char* key) {
+        std::string s = run.value(key, std::string("?"));
+        return html ? "<code>" + escape(s) + "</code>" : "`" + s + "`";
+    };
+    return "source " + v("source") + ", format " + v("format") + ", prompt " + v("prompt_version") + ", " +
            std::to_string(run.value("samples", 0)) + " sample(s) per task";
 }
 
@@ -49,7 +53,7 @@ std::vector<std::pair<std::string, const GroupMetrics*>> rows_of(const BenchMetr
 
 // fast_p against eager (and torch.compile) as a line chart over the thresholds.
 std::string fast_p_svg(const GroupMetrics& g) {
-    const int W = 420, H = 240, L = 48, R = 16, T = 16, B = 36;
+    const int W = 520, H = 240, L = 48, R = 116, T = 16, B = 36;  // the legend sits in the right margin
     const size_t n = kFastThresholds.size();
     auto x = [&](size_t i) { return L + (W - L - R) * static_cast<double>(i) / static_cast<double>(n - 1); };
     auto y = [&](double v) { return T + (H - T - B) * (1.0 - v); };
@@ -68,11 +72,12 @@ std::string fast_p_svg(const GroupMetrics& g) {
         s << "'/>";
         for (size_t i = 0; i < n; ++i)
             s << "<circle cx='" << x(i) << "' cy='" << y(vals.at(kFastThresholds[i])) << "' r='3' fill='" << color << "'/>";
-        s << "<text x='" << W - R - 4 << "' y='" << T + 12 + 14 * row << "' font-size='11' text-anchor='end' fill='" << color
-          << "'>" << label << "</text>";
+        s << "<text x='" << W - R + 10 << "' y='" << T + 12 + 16 * row << "' font-size='11' fill='" << color << "'>" << label
+          << "</text>";
     };
     line(g.fast_eager, "#1f6feb", "vs eager", 0);
-    line(g.fast_compile, "#d2691e", "vs torch.compile", 1);
+    if (g.geomean_speedup_compile) line(g.fast_compile, "#d2691e", "vs torch.compile", 1);
+    else s << "<text x='" << W - R + 10 << "' y='" << T + 28 << "' font-size='11' fill='#888'>torch.compile not timed</text>";
     s << "</svg>";
     return s.str();
 }
@@ -117,7 +122,7 @@ std::string speedup_svg(const std::vector<SampleOutcome>& samples) {
 
 std::string report_markdown(const BenchMetrics& m, const json& run, const std::vector<int64_t>& ks) {
     std::ostringstream o;
-    o << "# KernelZero bench report\n\n" << run_line(run) << ".\n\n";
+    o << "# KernelZero bench report\n\n" << run_line(run, false) << ".\n\n";
     o << "| group | tasks | samples | correct |";
     for (int64_t k : ks) o << " pass@" << k << " |";
     for (double p : kFastThresholds) o << " fast_" << p << " |";
@@ -148,7 +153,7 @@ std::string report_html(const BenchMetrics& m, const std::vector<SampleOutcome>&
          "td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:right}th{background:#f6f8fa}td:first-child,"
          "th:first-child{text-align:left}.charts{display:flex;gap:24px;flex-wrap:wrap}figure{margin:0}"
          "figcaption{font-size:13px;color:#57606a}.bad{color:#cf222e}.good{color:#1a7f37}</style></head><body>";
-    o << "<h1>KernelZero bench report</h1><p>" << escape(run_line(run)) << ".</p>";
+    o << "<h1>KernelZero bench report</h1><p>" << run_line(run, true) << ".</p>";
     o << "<table><tr><th>group</th><th>tasks</th><th>samples</th><th>correct</th>";
     for (int64_t k : ks) o << "<th>pass@" << k << "</th>";
     for (double p : kFastThresholds) o << "<th>fast<sub>" << p << "</sub></th>";

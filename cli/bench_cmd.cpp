@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_run.h"
+#include "bench/openai_client.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/chat.h"
@@ -80,8 +81,8 @@ private:
 Runner add_bench(CLI::App& app) {
     struct Args : ModelArgs {
         std::vector<std::string> tasks;
-        std::string backend, format, out, policy = "strict", cache_dir;
-        int samples = 1, workers = 1, batch = 8, trials = 5;
+        std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model;
+        int samples = 1, workers = 1, batch = 8, trials = 5, concurrency = 8;
         std::vector<int64_t> ks = {1};
         std::optional<double> temperature;
         double top_p = 1.0, timeout = 120;
@@ -96,8 +97,11 @@ Runner add_bench(CLI::App& app) {
     cmd->add_option("--backend", a->backend, "cuda or triton")->required()->check(CLI::IsMember({"cuda", "triton"}));
     cmd->add_option("--format", a->format, "cuda: nvrtc (kernelzero.cuda, default) or inline (load_inline)")
         ->check(CLI::IsMember({"nvrtc", "inline"}));
-    add_model_options(cmd, *a);
+    add_model_options(cmd, *a, /*required=*/false);
     cmd->get_option("--model")->description("Hugging Face model directory, or `reference` (the harness self-test)");
+    cmd->add_option("--endpoint", a->endpoint, "An OpenAI-compatible server instead of --model (http://host:port[/v1])");
+    cmd->add_option("--served-model", a->served_model, "The model name the --endpoint serves");
+    cmd->add_option("--concurrency", a->concurrency, "--endpoint: requests in flight")->check(CLI::Range(1, 1024));
     cmd->add_option("--samples", a->samples, "Completions per task")->check(CLI::Range(1, 1024));
     cmd->add_option("--k", a->ks, "pass@k for these k (comma-separated, each <= --samples)")->delimiter(',')
         ->check(CLI::Range(int64_t{1}, int64_t{1024}));
@@ -119,6 +123,8 @@ Runner add_bench(CLI::App& app) {
     cmd->add_flag("--no-progress", a->no_progress, "No progress output");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
+        if (a->model.empty() == a->endpoint.empty()) return usage_error("give one of --model DIR, --model reference, --endpoint URL");
+        if (!a->endpoint.empty() && a->served_model.empty()) return usage_error("--endpoint needs --served-model NAME");
         const bool reference = a->model == "reference";
         std::string device = a->device;
         if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
@@ -136,18 +142,30 @@ Runner add_bench(CLI::App& app) {
             opts.progress = !a->no_progress;
             opts.in_flight = 2 * a->workers;
             std::vector<BenchTask> tasks = load_task_dirs(a->tasks);
-            std::unique_ptr<EngineSource> source;
+            std::unique_ptr<CompletionSource> source;
             if (!reference) {
                 SamplingParams sp;
                 sp.temperature = a->temperature.value_or(a->samples > 1 ? 1.0 : 0.0);
                 sp.top_p = a->top_p;
                 sp.seed = a->seed;
                 sp.validate();
-                ModelArgs margs = *a;
-                margs.device = device;
                 opts.settings = {{"temperature", sp.temperature}, {"top_p", sp.top_p}, {"seed", sp.seed},
                                  {"max_new_tokens", a->max_new_tokens}, {"policy", a->policy}};
-                source = std::make_unique<EngineSource>(margs, sp, a->max_new_tokens, a->batch);
+                if (!a->endpoint.empty()) {
+                    EndpointOptions eo;
+                    eo.url = a->endpoint;
+                    eo.model = a->served_model;
+                    eo.temperature = sp.temperature;
+                    eo.top_p = sp.top_p;
+                    eo.max_tokens = a->max_new_tokens;
+                    eo.seed = sp.seed;
+                    eo.concurrency = a->concurrency;
+                    source = std::make_unique<EndpointSource>(eo);
+                } else {
+                    ModelArgs margs = *a;
+                    margs.device = device;
+                    source = std::make_unique<EngineSource>(margs, sp, a->max_new_tokens, a->batch);
+                }
             } else {
                 opts.settings = {{"policy", "lenient"}};
             }

@@ -20,5 +20,6 @@ Runner add_tasks(CLI::App& app);
 Runner add_propose(CLI::App& app);
 Runner add_frontier(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 }  // namespace kz::cli

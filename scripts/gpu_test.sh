@@ -25,6 +25,7 @@ export TORCH_CUDA_ARCH_LIST=$ARCH NCCL_NVLS_ENABLE=0
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$PREFIX/usr;$PREFIX/usr/lib/x86_64-linux-gnu/cmake" \
   -DCMAKE_BUILD_RPATH="$PREFIX/usr/lib/x86_64-linux-gnu" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" \
   -DKZ_PYTHON="$PY" > "$LOGS/configure.log" 2>&1 || { tail -40 "$LOGS/configure.log"; exit 1; }
 t0=$(date +%s)
 cmake --build "$BUILD" > "$LOGS/build.log" 2>&1 || { grep -E "error" -A5 "$LOGS/build.log" | head -60; exit 1; }

@@ -94,11 +94,29 @@ struct CliTest : ::testing::Test {
         line("missing", task("relu.py"), dir + "/no-such-candidate.py", 60);
         return p;
     }
+    // A tiny random model in Hugging Face format (init-model), for the bench tests.
+    std::string tiny_model(const std::string& arch);
+    // A task directory named `name` holding these known-good tasks.
+    std::string task_dir(const std::string& name, const std::vector<std::string>& files) {
+        const std::string d = dir + "/" + name;
+        fs::create_directories(d);
+        for (const auto& f : files) fs::copy_file(kSrc + "/examples/known_good/tasks/" + f, d + "/" + f);
+        return d;
+    }
     std::vector<std::string> batch_args(const std::string& jobs, const std::string& out) {
         return {"verify", "--jobs", jobs, "--out", out, "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache,
                 "--no-progress"};
     }
 };
+
+std::string CliTest::tiny_model(const std::string& arch) {
+    const std::string model = dir + "/tiny-" + arch;
+    auto init = run({"init-model", "--arch", arch, "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer",
+                     "--out", model},
+                    dir);
+    EXPECT_EQ(init.code, 0) << init.err;
+    return model;
+}
 
 }  // namespace
 
@@ -353,14 +371,7 @@ TEST_F(CliTest, BenchReferenceSelfTestIsAllCorrectAndResumes) {
 TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
     // A random tiny model writes no code: every sample is a format_error with its reason, and the
     // run still reports.
-    const std::string model = dir + "/tiny", tasks = dir + "/level1", out = dir + "/run";
-    auto init = run({"init-model", "--arch", "qwen2", "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer",
-                    "--out", model},
-                   dir);
-    ASSERT_EQ(init.code, 0) << init.err;
-    fs::create_directories(tasks);
-    fs::copy_file(kSrc + "/examples/known_good/tasks/relu.py", tasks + "/relu.py");
-    fs::copy_file(kSrc + "/examples/known_good/tasks/softmax.py", tasks + "/softmax.py");
+    const std::string model = tiny_model("qwen2"), tasks = task_dir("level1", {"relu.py", "softmax.py"}), out = dir + "/run";
     auto r = run({"bench", "--tasks", tasks, "--backend", "triton", "--model", model, "--device", "cpu", "--samples", "2",
                  "--k", "1,2", "--max-new-tokens", "12", "--out", out, "--cache-dir", cache, "--json", "--no-progress"},
                 dir);
@@ -378,6 +389,57 @@ TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
     json run_json = json::parse(kz::read_file(out + "/run.json"));
     EXPECT_EQ(run_json["prompt_version"], "coder-v1");
     EXPECT_EQ(run_json["settings"]["temperature"], 1.0);  // several samples: sampled, not greedy
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(CliTest, BenchAgainstServeOnLoopback) {
+    // kernelzero serve with a tiny random model on a free port; bench speaks OpenAI's API to it,
+    // four requests in flight; every sample is a format_error (a random model writes no code).
+    const std::string model = tiny_model("qwen3"), tasks = task_dir("level2", {"relu.py", "softmax.py", "gelu.py"});
+    const std::string out = dir + "/run";
+    const std::string serve_out = dir + "/serve.txt";
+    pid_t server = fork();
+    if (server == 0) {
+        freopen(serve_out.c_str(), "w", stdout);
+        freopen((dir + "/serve.err").c_str(), "w", stderr);
+        execl(kBin.c_str(), kBin.c_str(), "serve", "--model", model.c_str(), "--port", "0", "--device", "cpu",
+              "--served-model-name", "tiny-coder", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    std::string url;
+    for (int i = 0; i < 600 && url.empty(); ++i) {
+        std::this_thread::sleep_for(50ms);
+        std::string text = fs::exists(serve_out) ? kz::read_file(serve_out) : "";
+        if (auto p = text.find("http://"); p != std::string::npos && text.find(" (model", p) != std::string::npos)
+            url = text.substr(p, text.find(' ', p) - p);
+    }
+    ASSERT_FALSE(url.empty()) << "serve did not start: " << kz::read_file(dir + "/serve.err");
+    auto r = run({"bench", "--tasks", tasks, "--backend", "triton", "--endpoint", url + "/v1", "--served-model", "tiny-coder",
+                  "--device", "cpu", "--samples", "2", "--k", "1,2", "--max-new-tokens", "10", "--concurrency", "4",
+                  "--out", out, "--cache-dir", cache, "--json", "--no-progress"},
+                 dir);
+    // A wrong model name is the server's clear 404, not a retry loop.
+    auto wrong = run({"bench", "--tasks", tasks, "--backend", "triton", "--endpoint", url, "--served-model", "nope",
+                      "--device", "cpu", "--out", dir + "/run2", "--cache-dir", cache, "--no-progress"},
+                     dir);
+    kill(server, SIGINT);
+    int status = 0;
+    waitpid(server, &status, 0);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "serve did not stop cleanly on SIGINT";
+    EXPECT_EQ(count_lines(out + "/completions.jsonl"), 6);
+    auto verdicts = results(out + "/verdicts.jsonl");
+    ASSERT_EQ(verdicts.size(), 6u);
+    for (const auto& v : verdicts) EXPECT_EQ(v["status"], "format_error");
+    json m = json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(m["overall"]["samples"], 6);
+    EXPECT_TRUE(fs::exists(out + "/report.html"));
+    EXPECT_EQ(wrong.code, 2);
+    EXPECT_NE(wrong.err.find("404"), std::string::npos) << wrong.err;
+    EXPECT_NE(wrong.err.find("tiny-coder"), std::string::npos) << wrong.err;
 }
 
 }  // namespace

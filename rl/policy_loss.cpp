@@ -1,0 +1,49 @@
+#include "rl/policy_loss.h"
+
+#include <stdexcept>
+
+namespace kz {
+
+void PolicyLossConfig::validate() const {
+    if (!(eps_low >= 0 && eps_low < 1)) throw std::invalid_argument("eps_low must be in [0, 1)");
+    if (!(eps_high >= 0)) throw std::invalid_argument("eps_high must be >= 0");
+    if (!(kl_beta >= 0)) throw std::invalid_argument("kl_beta must be >= 0");
+}
+
+torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
+                          const torch::Tensor& advantages, const torch::Tensor& mask, const PolicyLossConfig& cfg,
+                          PolicyLossStats* stats) {
+    cfg.validate();
+    if (logp.dim() != 2 || old_logp.sizes() != logp.sizes() || mask.sizes() != logp.sizes())
+        throw std::invalid_argument("policy_loss: logp, old_logp and mask must all be (N, L)");
+    if (advantages.dim() != 1 || advantages.size(0) != logp.size(0))
+        throw std::invalid_argument("policy_loss: advantages must be (N), one per completion");
+    if (cfg.kl_beta > 0 && (!ref_logp.defined() || ref_logp.sizes() != logp.sizes()))
+        throw std::invalid_argument("policy_loss: kl_beta > 0 needs ref_logp (N, L)");
+    auto lp = logp.to(torch::kFloat32);
+    auto m = mask.to(lp.device(), torch::kFloat32);                                 // (N, L)
+    auto a = advantages.to(lp.device(), torch::kFloat32).unsqueeze(1);              // (N, 1)
+    auto ratio = torch::exp(lp - old_logp.to(lp.device(), torch::kFloat32));        // (N, L)
+    auto clipped = ratio.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high);
+    auto policy = -torch::min(ratio * a, clipped * a);                              // (N, L)
+    auto per_token = policy;
+    torch::Tensor kl;
+    if (cfg.kl_beta > 0) {
+        auto d = ref_logp.to(lp.device(), torch::kFloat32) - lp;  // log(pi_ref / pi)
+        kl = torch::exp(d) - d - 1.0;                             // k3: unbiased, >= 0
+        per_token = per_token + cfg.kl_beta * kl;
+    }
+    auto count = m.sum().clamp_min(1.0);
+    auto loss = (per_token * m).sum() / count;
+    if (stats) {
+        torch::NoGradGuard no_grad;
+        stats->loss = loss.item<double>();
+        stats->policy = ((policy * m).sum() / count).item<double>();
+        stats->kl = kl.defined() ? ((kl * m).sum() / count).item<double>() : 0.0;
+        stats->clip_fraction = (((ratio != clipped).to(torch::kFloat32) * m).sum() / count).item<double>();
+        stats->tokens = m.sum().item<double>();
+    }
+    return loss;
+}
+
+}  // namespace kz

@@ -1,0 +1,75 @@
+#include "rl/rewards.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace kz {
+
+void RewardConfig::validate() const {
+    if (reward != "ca_grpo" && reward != "grpo") throw std::invalid_argument("unknown reward \"" + reward + "\" (ca_grpo, grpo)");
+    if (gate != "group" && gate != "batch_ema") throw std::invalid_argument("unknown gate \"" + gate + "\" (group, batch_ema)");
+    if (advantage != "grpo" && advantage != "dr_grpo")
+        throw std::invalid_argument("unknown advantage estimator \"" + advantage + "\" (grpo, dr_grpo)");
+    if (!(s_max > 1)) throw std::invalid_argument("s_max must be > 1");
+    if (!(tau >= 0 && tau <= 1)) throw std::invalid_argument("tau must be in [0, 1]");
+    if (!(lambda >= 0)) throw std::invalid_argument("lambda must be >= 0");
+    if (!(ema_decay >= 0 && ema_decay < 1)) throw std::invalid_argument("ema_decay must be in [0, 1)");
+    if (!(eps > 0)) throw std::invalid_argument("eps must be > 0");
+}
+
+double speed_score(const std::optional<double>& speedup, double s_max) {
+    if (!speedup || !(*speedup > 0)) return 0.0;
+    const double top = std::log2(s_max);
+    return std::clamp(std::log2(*speedup), -1.0, top) / top;
+}
+
+CoderRewards::CoderRewards(RewardConfig cfg) : cfg_(std::move(cfg)) { cfg_.validate(); }
+
+std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<RolloutOutcome>>& groups) {
+    // The batch gate uses the moving average including this batch's correct rate.
+    double batch_correct = 0;
+    size_t batch_n = 0;
+    for (const auto& g : groups)
+        for (const auto& o : g) batch_correct += o.correct, ++batch_n;
+    if (cfg_.reward == "ca_grpo" && cfg_.gate == "batch_ema" && batch_n > 0) {
+        const double rate = batch_correct / static_cast<double>(batch_n);
+        ema_ = ema_ ? cfg_.ema_decay * *ema_ + (1 - cfg_.ema_decay) * rate : rate;
+    }
+    std::vector<GroupResult> out;
+    for (const auto& g : groups) {
+        GroupResult r;
+        const size_t G = g.size();
+        if (G == 0) {
+            r.zero_signal = true;
+            out.push_back(r);
+            continue;
+        }
+        for (const auto& o : g) r.correct_rate += o.correct;
+        r.correct_rate /= static_cast<double>(G);
+        if (cfg_.reward == "grpo") r.gate_open = true;
+        else if (cfg_.gate == "group") r.gate_open = r.correct_rate >= cfg_.tau;
+        else r.gate_open = ema_ && *ema_ >= cfg_.tau;
+        for (const auto& o : g) {
+            const double c = o.correct ? 1.0 : 0.0;
+            r.rewards.push_back(c + (r.gate_open ? cfg_.lambda * c * speed_score(o.speedup_eager, cfg_.s_max) : 0.0));
+        }
+        double mean = 0, var = 0;
+        for (double x : r.rewards) mean += x;
+        mean /= static_cast<double>(G);
+        for (double x : r.rewards) var += (x - mean) * (x - mean);
+        // Sample standard deviation (n - 1), as TRL's and verl's GRPO compute it.
+        const double sd = G > 1 ? std::sqrt(var / static_cast<double>(G - 1)) : 0.0;
+        r.zero_signal = std::all_of(r.rewards.begin(), r.rewards.end(), [&](double x) { return x == r.rewards[0]; });
+        for (size_t i = 0; i < G; ++i) {
+            double a = cfg_.advantage == "grpo" ? (r.rewards[i] - mean) / (sd + cfg_.eps) : r.rewards[i] - mean;
+            if (!g[i].correct) a = std::min(a, 0.0);  // an incorrect completion is never reinforced
+            if (r.zero_signal) a = 0.0;
+            r.advantages.push_back(a);
+        }
+        out.push_back(r);
+    }
+    return out;
+}
+
+}  // namespace kz
