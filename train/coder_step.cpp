@@ -1,0 +1,166 @@
+#include "train/coder_step.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace kz {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Rows `rows` of the step as one right-padded batch: ids (B, T), valid (B, T), and the (B, T-1) mask
+// of the completion tokens (position t - 1 predicts ids[t]).
+struct Packed {
+    TrainBatch batch;
+    torch::Tensor mask;        // (B, T-1) fp32
+    torch::Tensor advantages;  // (B) fp32
+};
+
+Packed pack(const std::vector<const CoderRollout*>& rows, const std::vector<std::vector<int64_t>>& prompts,
+            torch::Device device) {
+    int64_t T = 0;
+    for (const auto* r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(prompts[r->task].size() + r->completion_ids.size()));
+    const auto B = static_cast<int64_t>(rows.size());
+    auto ids = torch::zeros({B, T}, torch::kInt64);
+    auto valid = torch::zeros({B, T}, torch::kBool);
+    auto mask = torch::zeros({B, T - 1}, torch::kFloat32);
+    auto adv = torch::zeros({B}, torch::kFloat32);
+    for (int64_t b = 0; b < B; ++b) {
+        const auto& p = prompts[rows[b]->task];
+        const auto& c = rows[b]->completion_ids;
+        const auto P = static_cast<int64_t>(p.size()), L = static_cast<int64_t>(c.size());
+        for (int64_t t = 0; t < P; ++t) ids[b][t] = p[t];
+        for (int64_t t = 0; t < L; ++t) ids[b][P + t] = c[t];
+        valid[b].slice(0, 0, P + L).fill_(true);
+        mask[b].slice(0, P - 1, P + L - 1).fill_(1.0);
+        adv[b] = rows[b]->advantage;
+    }
+    Packed out;
+    out.batch = {ids.to(device), valid.to(device), torch::cat({torch::zeros({B, 1}), mask}, 1).to(device)};
+    out.mask = mask.to(device);
+    out.advantages = adv.to(device);
+    return out;
+}
+
+}  // namespace
+
+CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Tokenizer& tok,
+                          const std::vector<std::vector<int64_t>>& prompts, const std::vector<int64_t>& stop_ids,
+                          const CoderJudge& judge, CoderRewards& rewards, const CoderStepConfig& cfg,
+                          std::vector<CoderRollout>* rollouts_out) {
+    CoderStepStats st;
+    if (prompts.empty()) return st;
+    const int G = cfg.group_size;
+    if (G < 1) throw std::invalid_argument("group_size must be >= 1");
+
+    // 1. Rollouts: every task's G samples in one batch.
+    auto t0 = std::chrono::steady_clock::now();
+    GenerateRequest req;
+    for (const auto& p : prompts)
+        for (int s = 0; s < G; ++s) req.prompts.push_back(p);
+    req.max_new_tokens = cfg.max_new_tokens;
+    req.stop_ids = stop_ids;
+    req.sampling.temperature = cfg.temperature;
+    req.sampling.top_p = cfg.top_p;
+    req.sampling.seed = cfg.seed;
+    std::vector<Completion> outs;
+    {
+        torch::NoGradGuard no_grad;
+        outs = generate(policy, req);
+    }
+    std::vector<CoderRollout> rollouts(outs.size());
+    std::vector<std::pair<size_t, std::string>> to_judge;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        CoderRollout& r = rollouts[i];
+        r.task = i / static_cast<size_t>(G);
+        r.sample = static_cast<int>(i % static_cast<size_t>(G));
+        r.completion_ids = outs[i].tokens;
+        r.sampler_logprobs = outs[i].logprobs;
+        r.stopped = outs[i].stopped;
+        auto text_ids = r.completion_ids;
+        if (r.stopped && !text_ids.empty()) text_ids.pop_back();
+        r.text = tok.decode(text_ids);
+        to_judge.emplace_back(r.task, r.text);
+    }
+    st.generate_s = seconds_since(t0);
+
+    // 2. Judge, reward, advantages.
+    t0 = std::chrono::steady_clock::now();
+    auto outcomes = judge(to_judge);
+    if (outcomes.size() != rollouts.size())
+        throw std::runtime_error("the judge returned " + std::to_string(outcomes.size()) + " outcomes for " +
+                                 std::to_string(rollouts.size()) + " completions");
+    std::vector<std::vector<RolloutOutcome>> groups(prompts.size());
+    for (size_t i = 0; i < rollouts.size(); ++i) {
+        rollouts[i].outcome = outcomes[i];
+        groups[rollouts[i].task].push_back(outcomes[i]);
+    }
+    auto scored = rewards.score(groups);
+    st.judge_s = seconds_since(t0);
+    std::vector<const CoderRollout*> train_rows;
+    for (size_t i = 0; i < rollouts.size(); ++i) {
+        CoderRollout& r = rollouts[i];
+        const GroupResult& g = scored[r.task];
+        r.reward = g.rewards[static_cast<size_t>(r.sample)];
+        r.advantage = g.advantages[static_cast<size_t>(r.sample)];
+        r.in_loss = !g.zero_signal && !r.completion_ids.empty() && !(cfg.mask_overlong && !r.stopped);
+        if (r.in_loss) train_rows.push_back(&r);
+        st.correct += r.outcome.correct;
+        st.mean_reward += r.reward;
+    }
+    st.completions = static_cast<int64_t>(rollouts.size());
+    st.mean_reward /= static_cast<double>(rollouts.size());
+    st.groups = static_cast<int64_t>(scored.size());
+    for (const auto& g : scored) st.zero_signal_groups += g.zero_signal, st.gate_open_groups += g.gate_open;
+
+    // 3. Update: old (and reference) log-probs first, then the surrogate, token-normalised over all
+    // micro-batches.
+    t0 = std::chrono::steady_clock::now();
+    if (!train_rows.empty()) {
+        std::vector<Packed> mbs;
+        for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
+            mbs.push_back(pack({train_rows.begin() + static_cast<std::ptrdiff_t>(i),
+                                train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
+                               prompts, policy.device()));
+        std::vector<torch::Tensor> old_lp, ref_lp;
+        double total_tokens = 0;
+        {
+            torch::NoGradGuard no_grad;
+            for (auto& mb : mbs) {
+                old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+                total_tokens += mb.mask.sum().item<double>();
+                if (cfg.loss.kl_beta > 0) {
+                    const bool was = policy.lora_enabled;
+                    policy.lora_enabled = false;
+                    ref_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+                    policy.lora_enabled = was;
+                }
+            }
+        }
+        for (size_t i = 0; i < mbs.size(); ++i) {
+            const double share = mbs[i].mask.sum().item<double>() / std::max(1.0, total_tokens);
+            PolicyLossStats ls;
+            LossFn fn = [&](const torch::Tensor& logp, const TrainBatch&) {
+                return policy_loss(logp, old_lp[i], ref_lp.empty() ? torch::Tensor() : ref_lp[i], mbs[i].advantages,
+                                   mbs[i].mask, cfg.loss, &ls) *
+                       share;
+            };
+            accumulate(policy, mbs[i].batch, fn, 1, cfg.logprob_chunk);
+            st.loss += ls.loss * share;
+            st.policy += ls.policy * share;
+            st.kl += ls.kl * share;
+            st.clip_fraction += ls.clip_fraction * share;
+        }
+        st.loss_tokens = static_cast<int64_t>(total_tokens);
+        st.grad_norm = optimizer.step();
+        st.updated = true;
+    }
+    st.update_s = seconds_since(t0);
+    if (rollouts_out) *rollouts_out = std::move(rollouts);
+    return st;
+}
+
+}  // namespace kz

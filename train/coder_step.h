@@ -1,0 +1,64 @@
+// One CA-GRPO step of the Coder (design sections 6.3-6.5, the Coder phase): G completions per task
+// from the policy, each judged (in the trainer: candidate extraction and the verifier), rewards and
+// group-relative advantages (rl/rewards.h), then one policy update with the clipped surrogate over
+// the completion tokens (rl/policy_loss.h). The "old" log-probs are recomputed by the policy before
+// the update (no grad), so the ratio starts at 1 whatever the sampling temperature; the reference
+// policy (for the KL term) is the same model with its LoRA adapters disabled.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "engine/training.h"
+#include "rl/policy_loss.h"
+#include "rl/rewards.h"
+
+namespace kz {
+
+struct CoderStepConfig {
+    int group_size = 8;             // G completions per task
+    int64_t max_new_tokens = 1024;
+    double temperature = 1.0, top_p = 1.0;
+    uint64_t seed = 0;
+    PolicyLossConfig loss;
+    bool mask_overlong = true;      // completions cut at max_new_tokens are left out of the loss
+    int64_t micro_batch = 8;        // rows per forward / backward
+    int64_t logprob_chunk = 1024;
+};
+
+// One completion of the step, as the rollout record keeps it (design section 3).
+struct CoderRollout {
+    size_t task = 0;  // index into the step's prompts
+    int sample = 0;
+    std::vector<int64_t> completion_ids;  // ends with the stop token when `stopped`
+    std::vector<float> sampler_logprobs;
+    bool stopped = false;
+    std::string text;  // decoded, without the stop token
+    RolloutOutcome outcome;
+    double reward = 0, advantage = 0;
+    bool in_loss = false;  // false: a zero-signal group, or an overlong completion (masked)
+};
+
+struct CoderStepStats {
+    int64_t completions = 0, correct = 0, groups = 0, zero_signal_groups = 0, gate_open_groups = 0;
+    int64_t loss_tokens = 0;
+    double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
+    double generate_s = 0, judge_s = 0, update_s = 0;
+    bool updated = false;  // false when no completion carried a signal (no optimizer step taken)
+};
+
+// Judges completions: (task index, completion text) pairs in, one outcome each out.
+using CoderJudge = std::function<std::vector<RolloutOutcome>(const std::vector<std::pair<size_t, std::string>>&)>;
+
+// `prompts` are token ids (rendered chat prompts), one per task. Throws std::runtime_error when the
+// judge returns the wrong number of outcomes.
+CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Tokenizer& tok,
+                          const std::vector<std::vector<int64_t>>& prompts, const std::vector<int64_t>& stop_ids,
+                          const CoderJudge& judge, CoderRewards& rewards, const CoderStepConfig& cfg,
+                          std::vector<CoderRollout>* rollouts = nullptr);
+
+}  // namespace kz
