@@ -31,7 +31,8 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
     double batch_correct = 0;
     size_t batch_n = 0;
     for (const auto& g : groups)
-        for (const auto& o : g) batch_correct += o.correct, ++batch_n;
+        for (const auto& o : g)
+            if (!o.infra_error) batch_correct += o.correct, ++batch_n;
     if (cfg_.reward == "ca_grpo" && cfg_.gate == "batch_ema" && batch_n > 0) {
         const double rate = batch_correct / static_cast<double>(batch_n);
         ema_ = ema_ ? cfg_.ema_decay * *ema_ + (1 - cfg_.ema_decay) * rate : rate;
@@ -39,33 +40,37 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
     std::vector<GroupResult> out;
     for (const auto& g : groups) {
         GroupResult r;
-        const size_t G = g.size();
+        std::vector<size_t> judged;  // completions the verifier judged (not infra errors)
+        for (size_t i = 0; i < g.size(); ++i)
+            if (!g[i].infra_error) judged.push_back(i);
+        r.rewards.assign(g.size(), 0.0);
+        r.advantages.assign(g.size(), 0.0);
+        const size_t G = judged.size();
         if (G == 0) {
             r.zero_signal = true;
             out.push_back(r);
             continue;
         }
-        for (const auto& o : g) r.correct_rate += o.correct;
+        for (size_t i : judged) r.correct_rate += g[i].correct;
         r.correct_rate /= static_cast<double>(G);
         if (cfg_.reward == "grpo") r.gate_open = true;
         else if (cfg_.gate == "group") r.gate_open = r.correct_rate >= cfg_.tau;
         else r.gate_open = ema_ && *ema_ >= cfg_.tau;
-        for (const auto& o : g) {
-            const double c = o.correct ? 1.0 : 0.0;
-            r.rewards.push_back(c + (r.gate_open ? cfg_.lambda * c * speed_score(o.speedup_eager, cfg_.s_max) : 0.0));
-        }
         double mean = 0, var = 0;
-        for (double x : r.rewards) mean += x;
+        for (size_t i : judged) {
+            const double c = g[i].correct ? 1.0 : 0.0;
+            r.rewards[i] = c + (r.gate_open ? cfg_.lambda * c * speed_score(g[i].speedup_eager, cfg_.s_max) : 0.0);
+            mean += r.rewards[i];
+        }
         mean /= static_cast<double>(G);
-        for (double x : r.rewards) var += (x - mean) * (x - mean);
+        for (size_t i : judged) var += (r.rewards[i] - mean) * (r.rewards[i] - mean);
         // Sample standard deviation (n - 1), as TRL's and verl's GRPO compute it.
         const double sd = G > 1 ? std::sqrt(var / static_cast<double>(G - 1)) : 0.0;
-        r.zero_signal = std::all_of(r.rewards.begin(), r.rewards.end(), [&](double x) { return x == r.rewards[0]; });
-        for (size_t i = 0; i < G; ++i) {
+        r.zero_signal = std::all_of(judged.begin(), judged.end(), [&](size_t i) { return r.rewards[i] == r.rewards[judged[0]]; });
+        for (size_t i : judged) {
             double a = cfg_.advantage == "grpo" ? (r.rewards[i] - mean) / (sd + cfg_.eps) : r.rewards[i] - mean;
             if (!g[i].correct) a = std::min(a, 0.0);  // an incorrect completion is never reinforced
-            if (r.zero_signal) a = 0.0;
-            r.advantages.push_back(a);
+            r.advantages[i] = r.zero_signal ? 0.0 : a;
         }
         out.push_back(r);
     }

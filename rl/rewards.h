@@ -20,6 +20,9 @@ namespace kz {
 struct RolloutOutcome {
     bool correct = false;
     std::optional<double> speedup_eager;  // correct completions only; missing = no performance term
+    // The verifier failed, not the completion: never a reward. Left out of its group's statistics,
+    // advantage 0 (the loss skips it).
+    bool infra_error = false;
 };
 
 struct RewardConfig {

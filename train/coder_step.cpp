@@ -106,7 +106,8 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
         const GroupResult& g = scored[r.task];
         r.reward = g.rewards[static_cast<size_t>(r.sample)];
         r.advantage = g.advantages[static_cast<size_t>(r.sample)];
-        r.in_loss = !g.zero_signal && !r.completion_ids.empty() && !(cfg.mask_overlong && !r.stopped);
+        r.in_loss = !g.zero_signal && !r.outcome.infra_error && !r.completion_ids.empty() &&
+                    !(cfg.mask_overlong && !r.stopped);
         if (r.in_loss) train_rows.push_back(&r);
         st.correct += r.outcome.correct;
         st.mean_reward += r.reward;

@@ -100,6 +100,20 @@ TEST(Rewards, BatchMovingAverageGate) {
     EXPECT_DOUBLE_EQ(*resumed.batch_correct_ema(), 0.625);
 }
 
+TEST(Rewards, InfraErrorsAreNeitherRewardNorStatistic) {
+    // The group of the gate-closed case plus two infra errors: the same rewards and advantages as
+    // without them, and 0 for them.
+    kz::CoderRewards cr({});
+    RolloutOutcome infra;
+    infra.infra_error = true;
+    auto g = cr.score({{ok(4.0), infra, bad(), bad(), infra, bad()}})[0];
+    EXPECT_DOUBLE_EQ(g.correct_rate, 0.25);
+    expect_near(g.rewards, {1, 0, 0, 0, 0, 0}, "rewards");
+    expect_near(g.advantages, {1.5, 0.0, -0.5, -0.5, 0.0, -0.5}, "advantages");
+    auto only = cr.score({{infra, infra}})[0];
+    EXPECT_TRUE(only.zero_signal);
+}
+
 TEST(Rewards, BadConfigIsNamed) {
     kz::RewardConfig cfg;
     cfg.reward = "ppo";

@@ -1,0 +1,33 @@
+// The trainer's judge (a CoderJudge): each completion's candidate is extracted (bench/coder_prompt.h;
+// none is a format_error verdict, incorrect) and the rest are verified in parallel by the verifier.
+// Verdicts are kept for the rollout records; an infra_error stays an infra error (never a reward).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rl/rewards.h"
+#include "verify/verifier.h"
+
+namespace kz {
+
+class VerifierJudge {
+public:
+    // `task_sources` indexed as the step's tasks; backend "triton" | "cuda".
+    VerifierJudge(Verifier& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight = 4);
+    std::vector<RolloutOutcome> operator()(const std::vector<std::pair<size_t, std::string>>& items);
+    // The verdicts of the last call, in its order.
+    const std::vector<Verdict>& verdicts() const { return verdicts_; }
+
+private:
+    Verifier& verifier_;
+    std::vector<std::string> tasks_;
+    std::string backend_;
+    int in_flight_;
+    std::vector<Verdict> verdicts_;
+};
+
+RolloutOutcome outcome_of(const Verdict& v);
+
+}  // namespace kz
