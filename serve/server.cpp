@@ -81,11 +81,20 @@ struct PolicyServer::Impl {
                 queue.pop_front();
                 batch.push_back(first);
                 int rows = first->req.n;
+                // The batch's cache holds its longest prompt plus its largest budget: both must fit
+                // the context together, not only each request's own.
+                const int64_t limit = model.config().max_position_embeddings;
+                auto longest = static_cast<int64_t>(first->prompt_ids.size());
+                int64_t budget = first->req.max_tokens;
                 for (auto it = queue.begin(); it != queue.end();) {
                     const auto& r = (*it)->req;
+                    const int64_t l = std::max(longest, static_cast<int64_t>((*it)->prompt_ids.size()));
+                    const int64_t m = std::max(budget, r.max_tokens);
                     if (r.temperature == first->req.temperature && r.top_p == first->req.top_p &&
-                        r.top_k == first->req.top_k && rows + r.n <= opts.max_batch) {
+                        r.top_k == first->req.top_k && rows + r.n <= opts.max_batch && l + m <= limit) {
                         rows += r.n;
+                        longest = l;
+                        budget = m;
                         batch.push_back(*it);
                         it = queue.erase(it);
                     } else {
