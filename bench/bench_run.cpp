@@ -22,25 +22,9 @@ namespace {
 
 std::string sample_id(const std::string& task, int sample) { return task + "#" + std::to_string(sample); }
 
-// Every JSON object line of a JSONL file (a partial last line from a crash is cut away first).
-std::vector<json> read_jsonl(const std::string& path) {
-    std::vector<json> out;
-    if (!fs::exists(path)) return out;
-    truncate_partial_line(path);
-    std::ifstream f(path);
-    std::string line;
-    while (std::getline(f, line)) {
-        try {
-            json j = json::parse(line);
-            if (j.is_object()) out.push_back(std::move(j));
-        } catch (const json::exception&) {
-        }
-    }
-    return out;
-}
-
 // run.json: written on the first run; a resumed run must agree on what decides the samples.
-void check_or_write_run(const BenchOptions& opts, const std::vector<BenchTask>& tasks, const std::string& source) {
+// Returns the run's settings.
+json check_or_write_run(const BenchOptions& opts, const std::vector<BenchTask>& tasks, const std::string& source) {
     const std::string path = opts.out_dir + "/run.json";
     json run = {{"prompt_version", kCoderPromptVersion}, {"format", format_name(opts.format)},
                 {"backend", backend_of(opts.format)}, {"samples", opts.samples}, {"source", source},
@@ -57,11 +41,12 @@ void check_or_write_run(const BenchOptions& opts, const std::vector<BenchTask>& 
             if (!old.is_object() || old.value(key, json()) != run[key])
                 throw std::runtime_error("--resume: " + std::string(key) + " differs from the run in " + path +
                                          " (was " + (old.is_object() ? old.value(key, json()).dump() : "?") + ")");
-        return;
+        return old;
     }
     if (opts.resume && fs::exists(opts.out_dir) && !fs::is_empty(opts.out_dir))
         throw std::runtime_error("--resume: " + opts.out_dir + " has no run.json");
     write_file_atomic(path, run.dump(2) + "\n");
+    return run;
 }
 
 }  // namespace
@@ -99,13 +84,13 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
             throw std::invalid_argument("--k " + std::to_string(k) + " needs 1 <= k <= --samples (" +
                                         std::to_string(opts.samples) + ")");
     fs::create_directories(opts.out_dir);
-    check_or_write_run(opts, tasks, source ? source->describe() : "reference");
+    const json run = check_or_write_run(opts, tasks, source ? source->describe() : "reference");
     const std::string completions_path = opts.out_dir + "/completions.jsonl";
     const std::string verdicts_path = opts.out_dir + "/verdicts.jsonl";
 
     // 1. Completions (reference: none, the candidate is the task itself).
     std::map<std::string, std::string> completions;  // sample id -> completion
-    for (const auto& j : read_jsonl(completions_path))
+    for (const auto& j : read_json_lines(completions_path))
         if (j.contains("task") && j.contains("sample") && j.contains("completion"))
             completions[sample_id(j["task"].get<std::string>(), j["sample"].get<int>())] = j["completion"].get<std::string>();
     if (source) {
@@ -142,9 +127,9 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
     if (stop) throw std::runtime_error("interrupted");
 
     // 2. Candidates: extraction failures are format_error verdicts without a worker; the rest is one batch.
-    std::set<std::string> judged;
-    for (const auto& j : read_jsonl(verdicts_path))
-        if (j.contains("id") && j.value("status", "") != "infra_error") judged.insert(j["id"].get<std::string>());
+    // What run_batch will skip too; a torn last line is cut before anything is appended.
+    if (fs::exists(verdicts_path)) truncate_partial_line(verdicts_path);
+    std::set<std::string> judged = finished_ids(verdicts_path);
     std::string jobs;
     const std::string backend = backend_of(opts.format);
     for (const auto& t : tasks)
@@ -183,7 +168,7 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
 
     // 3. Join, metrics, reports.
     std::map<std::string, json> verdicts;  // the last verdict of each id
-    for (auto& j : read_jsonl(verdicts_path))
+    for (auto& j : read_json_lines(verdicts_path))
         if (j.contains("id")) verdicts[j["id"].get<std::string>()] = j;
     std::vector<SampleOutcome> outcomes;
     std::string samples_jsonl;
@@ -210,11 +195,11 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
     write_file_atomic(opts.out_dir + "/samples.jsonl", samples_jsonl);
     BenchMetrics m = compute_metrics(outcomes, opts.ks);
     json mj = m.to_json();
-    mj["run"] = json::parse(read_file(opts.out_dir + "/run.json"));
+    mj["run"] = run;
     mj["device"] = verifier.options().device;
     write_file_atomic(opts.out_dir + "/metrics.json", mj.dump(2) + "\n");
-    write_file_atomic(opts.out_dir + "/report.md", report_markdown(m, mj["run"], opts.ks));
-    write_file_atomic(opts.out_dir + "/report.html", report_html(m, outcomes, mj["run"], opts.ks));
+    write_file_atomic(opts.out_dir + "/report.md", report_markdown(m, run, opts.ks));
+    write_file_atomic(opts.out_dir + "/report.html", report_html(m, outcomes, run, opts.ks));
     return m;
 }
 

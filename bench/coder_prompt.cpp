@@ -32,6 +32,15 @@ const char* format_name(CoderFormat f) {
     return "?";
 }
 
+namespace {
+
+std::string without_trailing_space(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+}  // namespace
+
 std::string default_prompts_dir() { return std::string(KZ_SOURCE_DIR) + "/bench/prompts"; }
 
 CoderPrompt CoderPrompt::load(CoderFormat format, const std::string& version, const std::string& dir) {
@@ -43,8 +52,7 @@ CoderPrompt CoderPrompt::load(CoderFormat format, const std::string& version, co
         } catch (const std::exception& e) {
             throw std::runtime_error(std::string("coder prompt: ") + e.what());
         }
-        while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-        return text;
+        return without_trailing_space(text);
     };
     CoderPrompt p;
     p.version_ = version;
@@ -57,8 +65,7 @@ CoderPrompt CoderPrompt::load(CoderFormat format, const std::string& version, co
 }
 
 std::vector<ChatMessage> CoderPrompt::messages(const std::string& task_source) const {
-    std::string task = task_source;
-    while (!task.empty() && (task.back() == '\n' || task.back() == ' ')) task.pop_back();
+    const std::string task = without_trailing_space(task_source);
     std::string user = user_template_;
     user.replace(user.find("{task}"), 6, task);
     return {{"system", system_}, {"user", user}};

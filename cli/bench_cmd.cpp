@@ -54,11 +54,7 @@ public:
         req.sampling.seed = sampling_.seed + 1000003 * calls_++;  // a fresh stream per call, reproducible
         auto outs = generate(model_, req);
         std::vector<std::vector<std::string>> texts(prompts.size());
-        for (size_t i = 0; i < outs.size(); ++i) {
-            auto t = outs[i].tokens;
-            if (outs[i].stopped) t.pop_back();
-            texts[i / static_cast<size_t>(n)].push_back(tok_.decode(t));
-        }
+        for (size_t i = 0; i < outs.size(); ++i) texts[i / static_cast<size_t>(n)].push_back(tok_.decode(outs[i].text_tokens()));
         return texts;
     }
     std::string describe() const override { return describe_; }

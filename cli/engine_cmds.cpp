@@ -164,17 +164,12 @@ Runner add_generate(CLI::App& app) {
             auto outs = generate(model, req, stream);
             if (!a->as_json) {
                 std::cout << pending << "\n";
-                for (size_t i = 1; i < outs.size(); ++i) {
-                    auto t = outs[i].tokens;
-                    if (outs[i].stopped) t.pop_back();
-                    std::cout << "--- sample " << i << "\n" << tok.decode(t) << "\n";
-                }
+                for (size_t i = 1; i < outs.size(); ++i)
+                    std::cout << "--- sample " << i << "\n" << tok.decode(outs[i].text_tokens()) << "\n";
                 return 0;
             }
             for (const auto& c : outs) {
-                auto text_ids = c.tokens;
-                if (c.stopped) text_ids.pop_back();
-                std::string text = tok.decode(text_ids);
+                std::string text = tok.decode(c.text_tokens());
                 json j = {{"text", text}, {"token_ids", c.tokens}, {"logprobs", c.logprobs}, {"stopped", c.stopped}};
                 // Bytes that are not UTF-8 (a completion cut inside a character) print as U+FFFD.
                 std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";

@@ -306,9 +306,7 @@ Runner add_propose(CLI::App& app) {
                     req.stop_ids = stops;
                     req.sampling.temperature = a->temperature;
                     req.sampling.seed = a->seed * 1000003 + static_cast<uint64_t>(i);
-                    auto c = generate(*llm, req)[0];
-                    if (c.stopped) c.tokens.pop_back();
-                    std::string completion = tok->decode(c.tokens);
+                    std::string completion = tok->decode(generate(*llm, req)[0].text_tokens());
                     ParsedProposal parsed = parse_proposal(completion);
                     if (parsed.ok) {
                         t = pipe.submit(parsed.source, set.apis, set.level, "proposer");

@@ -136,4 +136,21 @@ std::string make_temp_dir(const std::string& parent, const std::string& prefix) 
     return std::string(buf.data());
 }
 
+std::vector<nlohmann::json> read_json_lines(const std::string& path, int* skipped) {
+    std::vector<nlohmann::json> out;
+    int bad = 0;
+    if (std::filesystem::exists(path)) {
+        truncate_partial_line(path);
+        std::ifstream f(path);
+        std::string line;
+        while (std::getline(f, line)) {
+            auto j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_object()) out.push_back(std::move(j));
+            else ++bad;
+        }
+    }
+    if (skipped) *skipped = bad;
+    return out;
+}
+
 }  // namespace kz

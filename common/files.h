@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace kz {
 
@@ -32,6 +35,10 @@ void write_file_atomic(const std::string& path, const std::string& data);
 void append_durable(const std::string& path, const std::string& record);
 // If the file ends in a partial line (a crash during a write), cuts it back to the last '\n'.
 void truncate_partial_line(const std::string& path);
+// Every JSON object line of a JSONL file of durable appends, in order (a missing file reads as
+// empty). A partial last line (a crash mid-write) is cut away first, so that appending afterwards
+// starts a clean line; lines that are not JSON objects are skipped and counted in `skipped`.
+std::vector<nlohmann::json> read_json_lines(const std::string& path, int* skipped = nullptr);
 // True when `s` is well-formed UTF-8.
 bool valid_utf8(const std::string& s);
 // $KZ_CACHE_DIR, else $XDG_CACHE_HOME/kernelzero, else ~/.cache/kernelzero.

@@ -47,7 +47,6 @@ struct alignas(sizeof(T) * N) VecN {
 template <typename T>
 using Vec8 = VecN<T, kVec>;
 
-template <typename T>
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     const int warps = (blockDim.x + 31) / 32;
@@ -86,7 +85,7 @@ __global__ void add_rms_norm_kernel(T* h, const T* x, const T* w, T* out, int C,
         }
     }
     __shared__ float scratch[32];
-    const float inv = rsqrtf(block_sum<T>(ss, scratch) / static_cast<float>(C) + eps);
+    const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(C) + eps);
 #pragma unroll
     for (int j = 0; j < kNormVecs; ++j) {
         const int i = threadIdx.x + j * blockDim.x;

@@ -25,6 +25,10 @@ struct Completion {
     std::vector<int64_t> tokens;  // completion only; ends with the stop token when one was met
     std::vector<float> logprobs;  // one per token (see Sampled::logprobs)
     bool stopped = false;         // true: a stop token; false: max_new_tokens
+    // The tokens of the completion's text: `tokens` without the stop token.
+    std::vector<int64_t> text_tokens() const {
+        return stopped ? std::vector<int64_t>(tokens.begin(), tokens.end() - 1) : tokens;
+    }
 };
 
 struct GenerateStats {

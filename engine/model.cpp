@@ -48,6 +48,15 @@ struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
 
 bool lora_active(const Model& m, const Linear& l) { return m.lora_enabled && l.lora_a.defined(); }
 
+// Causal attention over the T tokens: q (B, T, H, D), k and v (B, T, G, D) (views are fine) ->
+// (B, T, H, D). Causal without a mask lets SDPA pick its fused (flash / memory-efficient) kernels
+// instead of materialising (B, H, T, T) scores.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale) {
+    return at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, true, scale,
+                                            /*enable_gqa=*/k.size(2) != q.size(2))
+        .transpose(1, 2);
+}
+
 }  // namespace
 
 torch::Device device_from_name(const std::string& name) {
@@ -277,11 +286,7 @@ torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rop
                                const DecodeSlots* decode) const {
     const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    auto qkv = project_qkv(l, x).view({B, T, H + 2 * G, D});  // (B, T, H+2G, D)
-    if (cfg_.qk_norm)
-        qkv = torch::cat({rms_norm(qkv.narrow(2, 0, H), l.q_norm, cfg_.rms_norm_eps),
-                          rms_norm(qkv.narrow(2, H, G), l.k_norm, cfg_.rms_norm_eps), qkv.narrow(2, H + G, G)},
-                         2);
+    auto qkv = qk_normed(l, project_qkv(l, x).view({B, T, H + 2 * G, D}));  // (B, T, H+2G, D)
     apply_rope_(qkv.narrow(2, 0, H + G), rope);  // q and k in one pass
     auto q = qkv.narrow(2, 0, H);                // (B, T, H, D)
     auto kv = qkv.narrow(2, H, 2 * G);           // (B, T, 2G, D): k then v, the cache's layout
@@ -296,14 +301,17 @@ torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rop
                   .transpose(1, 2);  // (B, 1, H, D)
     } else {
         if (cache) cache->kv[layer].narrow(1, 0, T).copy_(kv);  // prefill: slots 0..T-1
-        // Causal without a mask lets SDPA pick its fused (flash / memory-efficient) kernels instead of
-        // materialising (B, H, T, T) scores.
-        out = at::scaled_dot_product_attention(q.transpose(1, 2), kv.narrow(2, 0, G).transpose(1, 2),
-                                               kv.narrow(2, G, G).transpose(1, 2), {}, 0.0, true, scale,
-                                               /*enable_gqa=*/G != H);  // (B, H, T, D)
-        out = out.transpose(1, 2);
+        out = causal_attention(q, kv.narrow(2, 0, G), kv.narrow(2, G, G), scale);  // (B, T, H, D)
     }
     return linear(l.o, out.reshape({B, T, H * D}));
+}
+
+torch::Tensor Model::qk_normed(const Layer& l, const torch::Tensor& qkv) const {
+    if (!cfg_.qk_norm) return qkv;
+    const int64_t H = cfg_.num_heads, G = cfg_.num_kv_heads;
+    return torch::cat({rms_norm(qkv.narrow(2, 0, H), l.q_norm, cfg_.rms_norm_eps),
+                       rms_norm(qkv.narrow(2, H, G), l.k_norm, cfg_.rms_norm_eps), qkv.narrow(2, H + G, G)},
+                      2);
 }
 
 Rope Model::rope(const torch::Tensor& positions) const {
@@ -324,21 +332,15 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
     for (size_t i = 0; i < layers_.size(); ++i) {
         const Layer& l = layers_[i];
         // Qwen3 normalises q and k before RoPE, so there the bias (if any) goes in with the matmul.
-        auto qkv = project_qkv(l, x, /*with_bias=*/cfg_.qk_norm).view({B, T, H + 2 * G, D});  // (B, T, H+2G, D)
-        if (cfg_.qk_norm)
-            qkv = torch::cat({rms_norm(qkv.narrow(2, 0, H), l.q_norm, eps), rms_norm(qkv.narrow(2, H, G), l.k_norm, eps),
-                              qkv.narrow(2, H + G, G)},
-                             2);
+        auto qkv = qk_normed(l, project_qkv(l, x, /*with_bias=*/cfg_.qk_norm).view({B, T, H + 2 * G, D}));
         auto& kv = cache.kv[i];  // (B, S, 2G, D)
         auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
         torch::Tensor attn;  // (B, T, H, D)
         if (decode) {
             attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale).view({B, 1, H, D});
         } else {  // prefill: the T tokens just written are slots 0..T-1
-            auto k = kv.narrow(1, 0, T).narrow(2, 0, G).transpose(1, 2);  // (B, G, T, D)
-            auto v = kv.narrow(1, 0, T).narrow(2, G, G).transpose(1, 2);
-            attn = at::scaled_dot_product_attention(q.transpose(1, 2), k, v, {}, 0.0, true, scale, /*enable_gqa=*/G != H)
-                       .transpose(1, 2);
+            auto written = kv.narrow(1, 0, T);  // (B, T, 2G, D)
+            attn = causal_attention(q, written.narrow(2, 0, G), written.narrow(2, G, G), scale);
         }
         x = fused::add_rms_norm_(h, linear(l.o, attn.reshape({B, T, H * D})), l.post_attn_norm, eps);
         auto mlp = linear(l.down, fused::silu_mul(project_gate_up(l, x)));

@@ -115,6 +115,8 @@ private:
     torch::Tensor attention(const Layer& l, const torch::Tensor& x, const Rope& rope, KVCache* cache, int64_t layer,
                             const DecodeSlots* decode) const;
     Rope rope(const torch::Tensor& positions) const;
+    // qkv (B, T, H+2G, D) with q and k RMS-normalised per head (Qwen3); qkv itself otherwise.
+    torch::Tensor qk_normed(const Layer& l, const torch::Tensor& qkv) const;
     // forward() with a cache on the engine's CUDA kernels: residual adds fused into the norms, RoPE
     // into the cache write, SiLU into the product, decode attention split over key chunks.
     torch::Tensor forward_fused(const torch::Tensor& ids, const torch::Tensor& positions, KVCache& cache,

@@ -80,9 +80,7 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
         r.completion_ids = outs[i].tokens;
         r.sampler_logprobs = outs[i].logprobs;
         r.stopped = outs[i].stopped;
-        auto text_ids = r.completion_ids;
-        if (r.stopped && !text_ids.empty()) text_ids.pop_back();
-        r.text = tok.decode(text_ids);
+        r.text = tok.decode(outs[i].text_tokens());
         to_judge.emplace_back(r.task, r.text);
     }
     st.generate_s = seconds_since(t0);
@@ -127,12 +125,14 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
                                 train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
                                prompts, policy.device()));
         std::vector<torch::Tensor> old_lp, ref_lp;
+        std::vector<double> tokens;  // counted tokens per micro-batch
         double total_tokens = 0;
         {
             torch::NoGradGuard no_grad;
             for (auto& mb : mbs) {
                 old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
-                total_tokens += mb.mask.sum().item<double>();
+                tokens.push_back(mb.mask.sum().item<double>());
+                total_tokens += tokens.back();
                 if (cfg.loss.kl_beta > 0) {
                     const bool was = policy.lora_enabled;
                     policy.lora_enabled = false;
@@ -142,7 +142,7 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
             }
         }
         for (size_t i = 0; i < mbs.size(); ++i) {
-            const double share = mbs[i].mask.sum().item<double>() / std::max(1.0, total_tokens);
+            const double share = tokens[i] / std::max(1.0, total_tokens);
             PolicyLossStats ls;
             LossFn fn = [&](const torch::Tensor& logp, const TrainBatch&) {
                 return policy_loss(logp, old_lp[i], ref_lp.empty() ? torch::Tensor() : ref_lp[i], mbs[i].advantages,

@@ -1,7 +1,5 @@
 #include "train/rollout_log.h"
 
-#include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include "common/files.h"
@@ -60,18 +58,13 @@ void append_rollouts(const std::string& path, const std::vector<RolloutRecord>& 
 }
 
 std::vector<RolloutRecord> read_rollouts(const std::string& path, int* skipped) {
-    std::vector<RolloutRecord> out;
     int bad = 0;
-    if (std::filesystem::exists(path)) {
-        truncate_partial_line(path);
-        std::ifstream f(path);
-        std::string line;
-        while (std::getline(f, line)) {
-            try {
-                out.push_back(RolloutRecord::from_json(json::parse(line)));
-            } catch (const std::exception&) {
-                ++bad;
-            }
+    std::vector<RolloutRecord> out;
+    for (const auto& j : read_json_lines(path, &bad)) {
+        try {
+            out.push_back(RolloutRecord::from_json(j));
+        } catch (const std::invalid_argument&) {
+            ++bad;
         }
     }
     if (skipped) *skipped = bad;
