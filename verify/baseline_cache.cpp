@@ -44,6 +44,7 @@ struct Stmt {
         sqlite3_bind_text(s, 3, k.torch_version.c_str(), -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(s, 4, k.timing_iters);
         sqlite3_bind_int(s, 5, k.with_compile ? 1 : 0);
+        sqlite3_bind_text(s, 7, k.timing_method.c_str(), -1, SQLITE_TRANSIENT);
     }
 };
 
@@ -62,12 +63,14 @@ BaselineCache::BaselineCache(const std::string& path) : path_(path) {
     sqlite3_busy_timeout(db_, 10000);
     exec(db_, "PRAGMA journal_mode=WAL;", path);
     exec(db_, "PRAGMA synchronous=NORMAL;", path);
+    // A new table rather than a new column: caches written before the timing method was part of the
+    // key keep their old table, which nothing reads any more.
     exec(db_,
-         "CREATE TABLE IF NOT EXISTS baselines ("
+         "CREATE TABLE IF NOT EXISTS reference_timings ("
          " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
-         " timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL, value TEXT NOT NULL,"
-         " created_at TEXT NOT NULL DEFAULT (datetime('now')),"
-         " PRIMARY KEY (task_hash, device_name, torch_version, timing_iters, with_compile));",
+         " timing_method TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
+         " value TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')),"
+         " PRIMARY KEY (task_hash, device_name, torch_version, timing_method, timing_iters, with_compile));",
          path);
 }
 
@@ -76,8 +79,8 @@ BaselineCache::~BaselineCache() { sqlite3_close(db_); }
 std::optional<nlohmann::json> BaselineCache::get(const BaselineKey& key) {
     std::lock_guard lock(mu_);
     Stmt st(db_,
-            "SELECT value FROM baselines WHERE task_hash=?1 AND device_name=?2 AND torch_version=?3 "
-            "AND timing_iters=?4 AND with_compile=?5;",
+            "SELECT value FROM reference_timings WHERE task_hash=?1 AND device_name=?2 AND torch_version=?3 "
+            "AND timing_iters=?4 AND with_compile=?5 AND timing_method=?7;",
             path_);
     st.bind(key);
     if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
@@ -92,8 +95,8 @@ std::optional<nlohmann::json> BaselineCache::get(const BaselineKey& key) {
 void BaselineCache::put(const BaselineKey& key, const nlohmann::json& value) {
     std::lock_guard lock(mu_);
     Stmt st(db_,
-            "INSERT OR REPLACE INTO baselines (task_hash, device_name, torch_version, timing_iters, with_compile,"
-            " value) VALUES (?1, ?2, ?3, ?4, ?5, ?6);",
+            "INSERT OR REPLACE INTO reference_timings (task_hash, device_name, torch_version, timing_iters,"
+            " with_compile, value, timing_method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7);",
             path_);
     st.bind(key);
     std::string v = value.dump();

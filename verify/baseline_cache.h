@@ -1,5 +1,5 @@
 // Reference timings (eager and torch.compile), cached per (task hash, device name, torch version,
-// timing iterations, whether torch.compile was timed) in SQLite. Thread-safe; WAL journal so that
+// timing method, timing iterations, whether torch.compile was timed) in SQLite. Thread-safe; WAL journal so that
 // readers in other processes never block on a writer.
 #pragma once
 
@@ -14,6 +14,7 @@ namespace kz {
 
 struct BaselineKey {
     std::string task_hash, device_name, torch_version;
+    std::string timing_method;  // the worker's harness.TIMING_METHOD: other methods' timings are not reused
     int timing_iters = 0;
     bool with_compile = false;
 };

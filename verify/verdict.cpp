@@ -207,8 +207,9 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     }
 
     const json& timing = run.value("timing", json());
-    // After forward returns, at most the events' interval is left on the timed stream: a synchronise
-    // that waits much longer (beyond the harness's own, measured alongside) waits for other streams.
+    // After forward returns (in the check iterations, run without the spin), at most forward's device
+    // time (the events' interval) is left on the timed stream: a synchronise that waits much longer
+    // (beyond the harness's own, measured alongside) waits for other streams.
     auto ev = stats(timing.value("event_ms", json()));
     auto outside = stats(timing.value("outside_stream_ms", json()));
     if (ev && outside) {

@@ -138,6 +138,7 @@ void Verifier::start() {
         throw std::runtime_error("the reference worker cannot open device " + opts_.device + ": " + info.detail);
     device_name_ = info.body.value("device_name", std::string("unknown"));
     torch_version_ = info.body.value("torch", std::string("unknown"));
+    timing_method_ = info.body.value("timing_method", std::string("unknown"));
     if (info.body.contains("arch") && info.body["arch"].is_object()) {
         nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
         torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
@@ -205,8 +206,8 @@ Verdict Verifier::verify(const Job& job) {
 }
 
 json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed) {
-    BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, opts_.timing_iters,
-                    opts_.compile_baseline == 1};
+    BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, timing_method_,
+                    opts_.timing_iters, opts_.compile_baseline == 1};
     std::string lock_key = key.task_hash;
     std::shared_ptr<std::mutex> m;
     {

@@ -81,7 +81,7 @@ private:
         std::unique_ptr<Worker> reference, candidate;
     };
     VerifyOptions opts_;
-    std::string device_name_, torch_version_, nvrtc_arch_, torch_arch_list_;
+    std::string device_name_, torch_version_, timing_method_, nvrtc_arch_, torch_arch_list_;
     std::unique_ptr<BaselineCache> baselines_;
     std::vector<std::unique_ptr<Worker>> compilers_;
     std::vector<std::unique_ptr<Lane>> lanes_;

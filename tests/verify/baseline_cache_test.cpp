@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 
 #include "common/files.h"
@@ -9,7 +11,7 @@
 TEST(BaselineCache, PersistsAcrossReopenAndKeysOnEveryField) {
     auto d = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-cache-test-");
     std::string path = d + "/b.sqlite";
-    kz::BaselineKey k{"abc", "NVIDIA H200", "2.11.0", 100, true};
+    kz::BaselineKey k{"abc", "NVIDIA H200", "2.11.0", "m1", 100, true};
     {
         kz::BaselineCache c(path);
         EXPECT_FALSE(c.get(k).has_value());
@@ -19,11 +21,12 @@ TEST(BaselineCache, PersistsAcrossReopenAndKeysOnEveryField) {
     auto v = c.get(k);
     ASSERT_TRUE(v.has_value());
     EXPECT_DOUBLE_EQ((*v)["eager"]["event_ms"]["median"].get<double>(), 1.5);
-    for (auto other : {kz::BaselineKey{"abd", "NVIDIA H200", "2.11.0", 100, true},
-                       kz::BaselineKey{"abc", "NVIDIA H100", "2.11.0", 100, true},
-                       kz::BaselineKey{"abc", "NVIDIA H200", "2.10.0", 100, true},
-                       kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", 10, true},
-                       kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", 100, false}})
+    for (auto other : {kz::BaselineKey{"abd", "NVIDIA H200", "2.11.0", "m1", 100, true},
+                       kz::BaselineKey{"abc", "NVIDIA H100", "2.11.0", "m1", 100, true},
+                       kz::BaselineKey{"abc", "NVIDIA H200", "2.10.0", "m1", 100, true},
+                       kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", "m2", 100, true},
+                       kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", "m1", 10, true},
+                       kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", "m1", 100, false}})
         EXPECT_FALSE(c.get(other).has_value());
     std::filesystem::remove_all(d);
 }
@@ -39,4 +42,25 @@ TEST(BaselineCache, UnwritableLocationIsAClearError) {
 
 TEST(Sha256, KnownVector) {
     EXPECT_EQ(kz::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(BaselineCache, CacheFromBeforeTheTimingMethodKeyOpensAndIsNotReused) {
+    auto d = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-cache-test-");
+    std::string path = d + "/b.sqlite";
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE baselines (task_hash TEXT NOT NULL, device_name TEXT NOT NULL,"
+                           " torch_version TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
+                           " value TEXT NOT NULL);"
+                           "INSERT INTO baselines VALUES ('abc', 'NVIDIA H200', '2.11.0', 100, 1, '{\"eager\": 1}');",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+    kz::BaselineCache c(path);
+    kz::BaselineKey k{"abc", "NVIDIA H200", "2.11.0", "m1", 100, true};
+    EXPECT_FALSE(c.get(k).has_value());
+    c.put(k, {{"eager", 2}});
+    EXPECT_EQ((*c.get(k))["eager"].get<int>(), 2);
+    std::filesystem::remove_all(d);
 }

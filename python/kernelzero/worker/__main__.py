@@ -45,6 +45,7 @@ def main():
                         "validate": validate_task,
                         "device_info": lambda req: {"ok": True, "device_name": harness.device_name(req["device"]),
                                                     "torch": torch.__version__.split("+")[0],
+                                                    "timing_method": harness.TIMING_METHOD,
                                                     "arch": _arch(torch, req["device"])}}
         else:
             from .candidate import ForkServer

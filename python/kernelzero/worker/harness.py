@@ -212,16 +212,50 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=None):
+# Part of the baseline cache's key: reference timings measured by another method are not reused.
+TIMING_METHOD = "cuda-events-after-spin-1"
+
+_spin_cycles_per_ms = {}
+
+
+def _cycles_per_ms(dev):
+    """Clock cycles of torch.cuda._sleep per millisecond on this device, measured once per process."""
+    key = str(dev)
+    if key not in _spin_cycles_per_ms:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize(dev)
+        _spin_cycles_per_ms[key] = cycles / max(start.elapsed_time(end), 1e-3)
+    return _spin_cycles_per_ms[key]
+
+
+def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=None, checks=10):
     """Times fn(*inputs) the way the design's section 5.4 says.
 
     `input_sets` are M distinct input lists. The loop owns `buffers` input buffers (so pointers rotate)
     and, before every iteration, refreshes the chosen buffer in place with the next input set (so the
     same pointer sees new values: a result cached by pointer or identity is stale). On CUDA: L2 flushed
-    before each iteration, CUDA events on the current stream, and a host clock around a device
-    synchronise (`outside_stream_ms`: how much longer than the harness's own synchronise the one
-    after forward waited). Returns (timings, last_outputs) where last_outputs[m] is the output of the last
-    iteration that ran on input set m, for the caller to verify."""
+    before each iteration, then CUDA events on the current stream around the call.
+
+    The timed iterations measure the device, not the host: before the start event the stream is kept
+    busy by a spin kernel that outlasts the host's enqueueing of forward (twice the longest enqueue
+    seen so far), so the interval holds forward's kernels back to back rather than the gaps in which
+    the host was still launching them. Without it a small task's time is mostly Python and launch
+    latency, which a busy host (other jobs, compilers) stretches at random: a module timed against
+    itself came out at 0.31x-0.97x. Timed iterations whose enqueue outlasted the spin (the device may
+    have waited for the host) are counted in `host_bound_iters`; a forward that synchronises inside is
+    timed with its waits, as it should be.
+
+    Work on other streams could run during the spin, unseen by the events, so `checks` further
+    iterations run without it: there, after forward returns, at most forward's own device time is
+    left on the timed stream, and `outside_stream_ms` is how much longer than that the device-wide
+    synchronise waited (beyond the harness's own synchronise, measured next to it).
+
+    `host_ms` is the host's time in the call (on CUDA: enqueueing, not waiting). Returns (timings,
+    last_outputs) where last_outputs[m] is the output of the last iteration that ran on input set m."""
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
     m_sets = len(input_sets)
@@ -234,51 +268,65 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 << 20) or (64 << 20)
         flush_src = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
         flush_dst = torch.empty_like(flush_src)
-    event_ms, host_ms, outside_ms = [], [], []
+        cycles_per_ms = _cycles_per_ms(dev)
+    else:
+        checks = 0
+    event_ms, host_ms, outside_ms, spin_ms = [], [], [], []
+    host_bound = 0
+    longest_enqueue_ms = 0.0
     last = [None] * m_sets
     with device_lock(lock_path), torch.no_grad():
-        for j in range(warmup + iters):
+        for j in range(warmup + iters + checks):
+            timed = warmup <= j < warmup + iters
             s = j % m_sets
             buf = bufs[j % buffers]
             for bx, sx in zip(buf, input_sets[s]):
                 if isinstance(bx, torch.Tensor):
                     bx.copy_(sx)
-            if is_cuda:
-                flush_dst.copy_(flush_src)
-                torch.cuda.synchronize(dev)
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                h0 = time.perf_counter()
-                start.record()
-                out = fn(*buf)
-                end.record()
-                returned = time.perf_counter()
-                torch.cuda.synchronize(dev)
-                h1 = time.perf_counter()
-                ms = start.elapsed_time(end)
-                # Once forward has returned, what is left on the timed stream is at most the events'
-                # interval; a synchronise that waits longer waits for work on other streams. The same
-                # clocks around nothing, right after, give what a synchronise costs the harness at
-                # this moment (a loaded host wakes late), so that only the candidate's share counts.
-                start.record()
-                end.record()
-                n0 = time.perf_counter()
-                torch.cuda.synchronize(dev)
-                n1 = time.perf_counter()
-                if j >= warmup:
-                    event_ms.append(ms)
-                    host_ms.append((h1 - h0) * 1e3)
-                    outside_ms.append(((h1 - returned) - (n1 - n0)) * 1e3)
-            else:
+            if not is_cuda:
                 h0 = time.perf_counter()
                 out = fn(*buf)
                 h1 = time.perf_counter()
-                if j >= warmup:
+                if timed:
                     host_ms.append((h1 - h0) * 1e3)
+                last[s] = out
+                continue
+            flush_dst.copy_(flush_src)
+            torch.cuda.synchronize(dev)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            spin = min(max(2.0 * longest_enqueue_ms, 0.05), 50.0)
+            if timed:
+                torch.cuda._sleep(int(spin * cycles_per_ms))
+            h0 = time.perf_counter()
+            start.record()
+            out = fn(*buf)
+            end.record()
+            returned = time.perf_counter()
+            torch.cuda.synchronize(dev)
+            h1 = time.perf_counter()
+            # What a synchronise with nothing left to wait for costs the harness at this moment (a
+            # loaded host wakes late), so that only the candidate's share counts.
+            n0 = time.perf_counter()
+            torch.cuda.synchronize(dev)
+            n1 = time.perf_counter()
+            enqueue = (returned - h0) * 1e3
+            longest_enqueue_ms = max(longest_enqueue_ms, enqueue)
+            if timed:
+                event_ms.append(start.elapsed_time(end))
+                host_ms.append(enqueue)
+                spin_ms.append(spin)
+                host_bound += enqueue > spin
+            elif j >= warmup:
+                outside_ms.append(((h1 - returned) - (n1 - n0)) * 1e3)
             last[s] = out
     result = {"host_ms": summary(host_ms) if host_ms else None,
               "event_ms": summary(event_ms) if event_ms else None,
               "outside_stream_ms": summary(outside_ms) if outside_ms else None}
+    if is_cuda and event_ms:
+        result["method"] = TIMING_METHOD
+        result["spin_ms"] = summary(spin_ms)
+        result["host_bound_iters"] = host_bound
     return result, last
 
 
