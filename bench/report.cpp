@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/html.h"
+
 namespace kz {
 
 using json = nlohmann::json;
@@ -20,25 +22,11 @@ std::string fmt_opt(const std::optional<double>& v, const char* f = "%.3f") { re
 std::string pct(double v) { return fmt(100 * v, "%.1f%%"); }
 std::string pct_opt(const std::optional<double>& v) { return v ? pct(*v) : "–"; }
 
-std::string escape(const std::string& s) {
-    std::string o;
-    for (char c : s) {
-        switch (c) {
-            case '&': o += "&amp;"; break;
-            case '<': o += "&lt;"; break;
-            case '>': o += "&gt;"; break;
-            case '"': o += "&quot;"; break;
-            default: o += c;
-        }
-    }
-    return o;
-}
-
 // Each value in backticks for Markdown, in <code> (escaped) for HTML.
 std::string run_line(const json& run, bool html) {
     auto v = [&](const char* key) {
         std::string s = run.value(key, std::string("?"));
-        return html ? "<code>" + escape(s) + "</code>" : "`" + s + "`";
+        return html ? "<code>" + html_escape(s) + "</code>" : "`" + s + "`";
     };
     return "source " + v("source") + ", format " + v("format") + ", prompt " + v("prompt_version") + ", " +
            std::to_string(run.value("samples", 0)) + " sample(s) per task";
@@ -159,7 +147,7 @@ std::string report_html(const BenchMetrics& m, const std::vector<SampleOutcome>&
     for (double p : kFastThresholds) o << "<th>fast<sub>" << p << "</sub></th>";
     o << "<th>geomean speedup<br>eager / compile</th><th>infra errors</th></tr>";
     for (const auto& [name, g] : rows_of(m)) {
-        o << "<tr><td>" << escape(name) << "</td><td>" << g->tasks << "</td><td>" << g->samples << "</td><td>" << g->correct
+        o << "<tr><td>" << html_escape(name) << "</td><td>" << g->tasks << "</td><td>" << g->samples << "</td><td>" << g->correct
           << "</td>";
         for (int64_t k : ks) o << "<td>" << pct_opt(g->pass_at.at(k)) << "</td>";
         for (double p : kFastThresholds) o << "<td>" << pct(g->fast_eager.at(p)) << "</td>";
@@ -172,7 +160,7 @@ std::string report_html(const BenchMetrics& m, const std::vector<SampleOutcome>&
     o << "<h2>Tasks</h2><table><tr><th>task</th><th>samples</th><th>correct</th><th>best speedup vs eager</th>"
          "<th>vs torch.compile</th></tr>";
     for (const auto& t : m.tasks)
-        o << "<tr><td>" << escape(t.task) << "</td><td>" << t.samples << "</td><td class='"
+        o << "<tr><td>" << html_escape(t.task) << "</td><td>" << t.samples << "</td><td class='"
           << (t.correct > 0 ? "good" : "bad") << "'>" << t.correct << "</td><td>" << fmt_opt(t.best_speedup_eager, "%.2fx")
           << "</td><td>" << fmt_opt(t.best_speedup_compile, "%.2fx") << "</td></tr>";
     o << "</table></body></html>\n";

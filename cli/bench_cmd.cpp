@@ -14,6 +14,7 @@
 #include "engine/chat.h"
 #include "engine/generate.h"
 #include "engine/torch_info.h"
+#include "train/policy.h"
 #include "verify/verifier.h"
 
 namespace kz::cli {
@@ -28,48 +29,24 @@ int usage_error(const std::string& msg) {
     return 2;
 }
 
-// Completions from the policy engine: each conversation rendered with the model's chat template,
-// its n samples decoded in one batch with the prompts of the other conversations of the call.
+// The policy engine as a completion source (train/policy.h), owning its model and tokenizer.
 class EngineSource : public CompletionSource {
 public:
     EngineSource(const ModelArgs& args, SamplingParams sampling, int64_t max_new_tokens, int batch)
         : tok_(Tokenizer::load(args.model)),
           model_(load_model(args)),
-          chat_(ChatFormat::from_template(tok_.chat_template())),
-          stops_(stop_ids(tok_, model_.config(), GenerationDefaults::load(args.model))),
-          sampling_(sampling),
-          max_new_tokens_(max_new_tokens),
-          batch_(batch),
-          describe_(args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {}
-
+          source_(model_, tok_, stop_ids(tok_, model_.config(), GenerationDefaults::load(args.model)), sampling,
+                  max_new_tokens, batch, args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {}
     std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) override {
-        GenerateRequest req;
-        for (const auto& p : prompts) {
-            auto ids = tok_.encode(chat_.render(p, true));
-            for (int s = 0; s < n; ++s) req.prompts.push_back(ids);
-        }
-        req.max_new_tokens = max_new_tokens_;
-        req.stop_ids = stops_;
-        req.sampling = sampling_;
-        req.sampling.seed = sampling_.seed + 1000003 * calls_++;  // a fresh stream per call, reproducible
-        auto outs = generate(model_, req);
-        std::vector<std::vector<std::string>> texts(prompts.size());
-        for (size_t i = 0; i < outs.size(); ++i) texts[i / static_cast<size_t>(n)].push_back(tok_.decode(outs[i].text_tokens()));
-        return texts;
+        return source_.complete(prompts, n);
     }
-    std::string describe() const override { return describe_; }
-    int batch_prompts() const override { return batch_; }
+    std::string describe() const override { return source_.describe(); }
+    int batch_prompts() const override { return source_.batch_prompts(); }
 
 private:
     Tokenizer tok_;
     Model model_;
-    ChatFormat chat_;
-    std::vector<int64_t> stops_;
-    SamplingParams sampling_;
-    int64_t max_new_tokens_;
-    int batch_;
-    uint64_t calls_ = 0;
-    std::string describe_;
+    PolicySource source_;
 };
 
 }  // namespace

@@ -21,5 +21,8 @@ Runner add_propose(CLI::App& app);
 Runner add_frontier(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_train(CLI::App& app);
+Runner add_sft(CLI::App& app);
+Runner add_report(CLI::App& app);
 
 }  // namespace kz::cli

@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
                                                 kz::cli::add_score(app), kz::cli::add_init_model(app),
                                                 kz::cli::add_bench_engine(app), kz::cli::add_tasks(app),
                                                 kz::cli::add_propose(app), kz::cli::add_frontier(app),
-                                                kz::cli::add_bench(app), kz::cli::add_serve(app)};
+                                                kz::cli::add_bench(app), kz::cli::add_serve(app),
+                                                kz::cli::add_train(app), kz::cli::add_sft(app),
+                                                kz::cli::add_report(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;

@@ -1,7 +1,5 @@
 #include "cli/model_options.h"
 
-#include <set>
-
 #include "engine/lora.h"
 
 namespace kz::cli {
@@ -21,13 +19,5 @@ Model load_model(const ModelArgs& a) {
     return m;
 }
 
-std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g) {
-    std::set<int64_t> s(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
-    s.insert(g.eos_token_ids.begin(), g.eos_token_ids.end());
-    if (auto e = tok.eos_id()) s.insert(*e);
-    if (auto e = tok.token_id("<|im_end|>")) s.insert(*e);
-    if (auto e = tok.token_id("<|endoftext|>")) s.insert(*e);
-    return {s.begin(), s.end()};
-}
 
 }  // namespace kz::cli

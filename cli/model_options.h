@@ -22,8 +22,4 @@ void add_model_options(CLI::App* cmd, ModelArgs& a, bool required = true);
 // The model on its device, with the adapter applied when one is given.
 Model load_model(const ModelArgs& a);
 
-// The ids that end a completion: the config's and generation_config's eos, the tokenizer's eos,
-// <|im_end|> and <|endoftext|>.
-std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g);
-
 }  // namespace kz::cli

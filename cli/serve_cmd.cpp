@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/chat.h"
 #include "serve/server.h"
 
 namespace kz::cli {

@@ -1,5 +1,6 @@
 #include "engine/chat.h"
 
+#include <set>
 #include <stdexcept>
 
 namespace kz {
@@ -31,6 +32,15 @@ std::string ChatFormat::render(const std::vector<ChatMessage>& messages, bool ge
     }
     if (generation_prompt) out += "<|im_start|>assistant\n";
     return out;
+}
+
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g) {
+    std::set<int64_t> s(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
+    s.insert(g.eos_token_ids.begin(), g.eos_token_ids.end());
+    if (auto e = tok.eos_id()) s.insert(*e);
+    if (auto e = tok.token_id("<|im_end|>")) s.insert(*e);
+    if (auto e = tok.token_id("<|endoftext|>")) s.insert(*e);
+    return {s.begin(), s.end()};
 }
 
 }  // namespace kz

@@ -2,9 +2,13 @@
 // tokenizer.apply_chat_template produces for plain system/user/assistant conversations.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/config.h"
+#include "engine/tokenizer.h"
 
 namespace kz {
 
@@ -23,5 +27,9 @@ struct ChatFormat {
     // `generation_prompt`. Throws for a role other than system/user/assistant.
     std::string render(const std::vector<ChatMessage>& messages, bool generation_prompt) const;
 };
+
+// The ids that end a completion: the config's and generation_config's eos, the tokenizer's eos,
+// <|im_end|> and <|endoftext|>.
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const ModelConfig& cfg, const GenerationDefaults& g);
 
 }  // namespace kz

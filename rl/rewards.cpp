@@ -24,6 +24,23 @@ double speed_score(const std::optional<double>& speedup, double s_max) {
     return std::clamp(std::log2(*speedup), -1.0, top) / top;
 }
 
+std::vector<double> group_advantages(const std::vector<double>& rewards, const std::string& kind, double eps,
+                                     bool* zero_signal) {
+    const size_t G = rewards.size();
+    std::vector<double> adv(G, 0.0);
+    const bool flat = std::all_of(rewards.begin(), rewards.end(), [&](double x) { return x == rewards[0]; });
+    if (zero_signal) *zero_signal = flat;
+    if (G == 0 || flat) return adv;
+    double mean = 0, var = 0;
+    for (double x : rewards) mean += x;
+    mean /= static_cast<double>(G);
+    for (double x : rewards) var += (x - mean) * (x - mean);
+    // Sample standard deviation (n - 1), as TRL's and verl's GRPO compute it.
+    const double sd = G > 1 ? std::sqrt(var / static_cast<double>(G - 1)) : 0.0;
+    for (size_t i = 0; i < G; ++i) adv[i] = kind == "grpo" ? (rewards[i] - mean) / (sd + eps) : rewards[i] - mean;
+    return adv;
+}
+
 CoderRewards::CoderRewards(RewardConfig cfg) : cfg_(std::move(cfg)) { cfg_.validate(); }
 
 std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<RolloutOutcome>>& groups) {
@@ -56,21 +73,16 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
         if (cfg_.reward == "grpo") r.gate_open = true;
         else if (cfg_.gate == "group") r.gate_open = r.correct_rate >= cfg_.tau;
         else r.gate_open = ema_ && *ema_ >= cfg_.tau;
-        double mean = 0, var = 0;
+        std::vector<double> judged_rewards;
         for (size_t i : judged) {
             const double c = g[i].correct ? 1.0 : 0.0;
             r.rewards[i] = c + (r.gate_open ? cfg_.lambda * c * speed_score(g[i].speedup_eager, cfg_.s_max) : 0.0);
-            mean += r.rewards[i];
+            judged_rewards.push_back(r.rewards[i]);
         }
-        mean /= static_cast<double>(G);
-        for (size_t i : judged) var += (r.rewards[i] - mean) * (r.rewards[i] - mean);
-        // Sample standard deviation (n - 1), as TRL's and verl's GRPO compute it.
-        const double sd = G > 1 ? std::sqrt(var / static_cast<double>(G - 1)) : 0.0;
-        r.zero_signal = std::all_of(judged.begin(), judged.end(), [&](size_t i) { return r.rewards[i] == r.rewards[judged[0]]; });
-        for (size_t i : judged) {
-            double a = cfg_.advantage == "grpo" ? (r.rewards[i] - mean) / (sd + cfg_.eps) : r.rewards[i] - mean;
-            if (!g[i].correct) a = std::min(a, 0.0);  // an incorrect completion is never reinforced
-            r.advantages[i] = r.zero_signal ? 0.0 : a;
+        auto adv = group_advantages(judged_rewards, cfg_.advantage, cfg_.eps, &r.zero_signal);
+        for (size_t k = 0; k < G; ++k) {
+            const size_t i = judged[k];
+            r.advantages[i] = g[i].correct ? adv[k] : std::min(adv[k], 0.0);  // an incorrect completion is never reinforced
         }
         out.push_back(r);
     }

@@ -39,6 +39,11 @@ struct RewardConfig {
 // s_i of a correct completion: clip(log2(speedup), -1, log2(S_max)) / log2(S_max); 0 without a speedup.
 double speed_score(const std::optional<double>& speedup, double s_max);
 
+// Group-relative advantages of one group's rewards: "grpo" (r - mean) / (std + eps), sample std;
+// "dr_grpo" r - mean. All rewards equal: every advantage 0 and *zero_signal true.
+std::vector<double> group_advantages(const std::vector<double>& rewards, const std::string& kind, double eps,
+                                     bool* zero_signal = nullptr);
+
 struct GroupResult {
     std::vector<double> rewards, advantages;
     double correct_rate = 0;  // c-hat of the group

@@ -88,6 +88,22 @@ void FrontierTracker::save(TaskStore& store) const {
     store.save_frontier(rows);
 }
 
+nlohmann::json FrontierTracker::to_json() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, s] : stats_) j[k] = {s.alpha, s.beta, s.seen};
+    return j;
+}
+
+void FrontierTracker::from_json(const nlohmann::json& j) {
+    if (!j.is_object()) throw std::invalid_argument("frontier state must be an object");
+    std::map<std::string, BetaStat> stats;
+    for (const auto& [k, v] : j.items()) {
+        if (!v.is_array() || v.size() != 3) throw std::invalid_argument("frontier state of '" + k + "' must be [alpha, beta, seen]");
+        stats[k] = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
+    }
+    stats_ = std::move(stats);
+}
+
 std::vector<double> proposer_rewards(const std::vector<ProposalOutcome>& batch, double target, double lambda_rep) {
     std::map<int, int> cluster_size;
     for (const auto& p : batch)

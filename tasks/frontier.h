@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tasks/symbolic.h"
 
 namespace kz {
@@ -45,6 +47,9 @@ public:
 
     void load(const TaskStore& store);
     void save(TaskStore& store) const;
+    // {key: [alpha, beta, seen]}: the trainer's checkpoint.
+    nlohmann::json to_json() const;
+    void from_json(const nlohmann::json& j);  // throws std::invalid_argument for a malformed object
 
 private:
     FrontierOptions opts_;

@@ -47,6 +47,9 @@ TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, Pipeline
 
 TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std::string>& apis, int level,
                                 const std::string& origin) {
+    // A source already stored is that record, judged as it was: submitting again (a trainer re-running
+    // an iteration after a crash) must not find it a duplicate of itself.
+    if (auto existing = store_.task_by_hash(sha256_hex(source))) return *existing;
     TaskValidation v = validator_.validate(source, apis);
     TaskRecord t = unvalidated_task(source, apis, level, origin, "");
     auto sh = shingles(source);

@@ -29,7 +29,8 @@ TaskRecord unvalidated_task(const std::string& source, const std::vector<std::st
 class TaskPipeline {
 public:
     TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts);
-    // Validates, checks novelty and contamination, stores (valid or not). Returns the stored record.
+    // Validates, checks novelty and contamination, stores (valid or not). Returns the stored record;
+    // a source stored before (same exact hash) returns that record unchanged.
     TaskRecord submit(const std::string& source, const std::vector<std::string>& apis, int level,
                       const std::string& origin);
 

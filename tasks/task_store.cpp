@@ -166,6 +166,13 @@ std::optional<TaskRecord> TaskStore::task(int64_t id) const {
     return read_task(st);
 }
 
+std::optional<TaskRecord> TaskStore::task_by_hash(const std::string& hash) const {
+    Stmt st(db_, (std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE hash = ?").c_str(), path_);
+    st.text(1, hash);
+    if (!st.step()) return std::nullopt;
+    return read_task(st);
+}
+
 std::vector<TaskRecord> TaskStore::tasks(bool valid_only, int64_t limit) const {
     std::string sql = std::string("SELECT ") + kTaskColumns + " FROM tasks" + (valid_only ? " WHERE valid = 1" : "") +
                       " ORDER BY id LIMIT ?";

@@ -56,6 +56,7 @@ public:
     // existing id and changes nothing.
     int64_t add_task(const TaskRecord& t);
     std::optional<TaskRecord> task(int64_t id) const;
+    std::optional<TaskRecord> task_by_hash(const std::string& hash) const;  // the exact-source hash
     std::vector<TaskRecord> tasks(bool valid_only = false, int64_t limit = -1) const;
     // Ids of stored tasks whose normalised hash equals `norm_hash`.
     std::vector<int64_t> with_norm_hash(const std::string& norm_hash) const;

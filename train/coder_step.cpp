@@ -19,7 +19,7 @@ struct Packed {
     torch::Tensor advantages;  // (B) fp32
 };
 
-Packed pack(const std::vector<const CoderRollout*>& rows, const std::vector<std::vector<int64_t>>& prompts,
+Packed pack(const std::vector<const Rollout*>& rows, const std::vector<std::vector<int64_t>>& prompts,
             torch::Device device) {
     int64_t T = 0;
     for (const auto* r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(prompts[r->task].size() + r->completion_ids.size()));
@@ -47,16 +47,11 @@ Packed pack(const std::vector<const CoderRollout*>& rows, const std::vector<std:
 
 }  // namespace
 
-CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Tokenizer& tok,
-                          const std::vector<std::vector<int64_t>>& prompts, const std::vector<int64_t>& stop_ids,
-                          const CoderJudge& judge, CoderRewards& rewards, const CoderStepConfig& cfg,
-                          std::vector<CoderRollout>* rollouts_out) {
-    CoderStepStats st;
-    if (prompts.empty()) return st;
+std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
+                                     const std::vector<int64_t>& stop_ids, const CoderStepConfig& cfg,
+                                     CoderStepStats* stats) {
     const int G = cfg.group_size;
     if (G < 1) throw std::invalid_argument("group_size must be >= 1");
-
-    // 1. Rollouts: every task's G samples in one batch.
     auto t0 = std::chrono::steady_clock::now();
     GenerateRequest req;
     for (const auto& p : prompts)
@@ -67,57 +62,56 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
     req.sampling.top_p = cfg.top_p;
     req.sampling.seed = cfg.seed;
     std::vector<Completion> outs;
-    {
+    if (!req.prompts.empty()) {
         torch::NoGradGuard no_grad;
         outs = generate(policy, req);
     }
-    std::vector<CoderRollout> rollouts(outs.size());
-    std::vector<std::pair<size_t, std::string>> to_judge;
+    std::vector<Rollout> rollouts(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-        CoderRollout& r = rollouts[i];
+        Rollout& r = rollouts[i];
         r.task = i / static_cast<size_t>(G);
         r.sample = static_cast<int>(i % static_cast<size_t>(G));
         r.completion_ids = outs[i].tokens;
         r.sampler_logprobs = outs[i].logprobs;
         r.stopped = outs[i].stopped;
         r.text = tok.decode(outs[i].text_tokens());
-        to_judge.emplace_back(r.task, r.text);
     }
-    st.generate_s = seconds_since(t0);
+    if (stats) stats->generate_s += seconds_since(t0);
+    return rollouts;
+}
 
-    // 2. Judge, reward, advantages.
-    t0 = std::chrono::steady_clock::now();
-    auto outcomes = judge(to_judge);
-    if (outcomes.size() != rollouts.size())
-        throw std::runtime_error("the judge returned " + std::to_string(outcomes.size()) + " outcomes for " +
-                                 std::to_string(rollouts.size()) + " completions");
-    std::vector<std::vector<RolloutOutcome>> groups(prompts.size());
-    for (size_t i = 0; i < rollouts.size(); ++i) {
-        rollouts[i].outcome = outcomes[i];
-        groups[rollouts[i].task].push_back(outcomes[i]);
+void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& rewards, const CoderStepConfig& cfg,
+                    CoderStepStats& st) {
+    std::vector<std::vector<RolloutOutcome>> groups(tasks);
+    for (const auto& r : rollouts) {
+        if (r.task >= tasks || static_cast<size_t>(r.sample) != groups[r.task].size())
+            throw std::invalid_argument("rollouts must come grouped by task, samples in order");
+        groups[r.task].push_back(r.outcome);
     }
     auto scored = rewards.score(groups);
-    st.judge_s = seconds_since(t0);
-    std::vector<const CoderRollout*> train_rows;
-    for (size_t i = 0; i < rollouts.size(); ++i) {
-        CoderRollout& r = rollouts[i];
+    st.completions = st.correct = st.zero_signal_groups = st.gate_open_groups = 0;
+    st.mean_reward = 0;
+    for (Rollout& r : rollouts) {
         const GroupResult& g = scored[r.task];
         r.reward = g.rewards[static_cast<size_t>(r.sample)];
         r.advantage = g.advantages[static_cast<size_t>(r.sample)];
         r.in_loss = !g.zero_signal && !r.outcome.infra_error && !r.completion_ids.empty() &&
                     !(cfg.mask_overlong && !r.stopped);
-        if (r.in_loss) train_rows.push_back(&r);
         st.correct += r.outcome.correct;
         st.mean_reward += r.reward;
     }
     st.completions = static_cast<int64_t>(rollouts.size());
-    st.mean_reward /= static_cast<double>(rollouts.size());
+    if (!rollouts.empty()) st.mean_reward /= static_cast<double>(rollouts.size());
     st.groups = static_cast<int64_t>(scored.size());
     for (const auto& g : scored) st.zero_signal_groups += g.zero_signal, st.gate_open_groups += g.gate_open;
+}
 
-    // 3. Update: old (and reference) log-probs first, then the surrogate, token-normalised over all
-    // micro-batches.
-    t0 = std::chrono::steady_clock::now();
+void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,
+                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<const Rollout*> train_rows;
+    for (const auto& r : rollouts)
+        if (r.in_loss) train_rows.push_back(&r);
     if (!train_rows.empty()) {
         std::vector<Packed> mbs;
         for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
@@ -141,6 +135,7 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
                 }
             }
         }
+        st.loss = st.policy = st.kl = st.clip_fraction = 0;
         for (size_t i = 0; i < mbs.size(); ++i) {
             const double share = tokens[i] / std::max(1.0, total_tokens);
             PolicyLossStats ls;
@@ -159,7 +154,27 @@ CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Token
         st.grad_norm = optimizer.step();
         st.updated = true;
     }
-    st.update_s = seconds_since(t0);
+    st.update_s += seconds_since(t0);
+}
+
+CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Tokenizer& tok,
+                          const std::vector<std::vector<int64_t>>& prompts, const std::vector<int64_t>& stop_ids,
+                          const CoderJudge& judge, CoderRewards& rewards, const CoderStepConfig& cfg,
+                          std::vector<Rollout>* rollouts_out) {
+    CoderStepStats st;
+    if (prompts.empty()) return st;
+    auto rollouts = sample_rollouts(policy, tok, prompts, stop_ids, cfg, &st);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<size_t, std::string>> to_judge;
+    for (const auto& r : rollouts) to_judge.emplace_back(r.task, r.text);
+    auto outcomes = judge(to_judge);
+    if (outcomes.size() != rollouts.size())
+        throw std::runtime_error("the judge returned " + std::to_string(outcomes.size()) + " outcomes for " +
+                                 std::to_string(rollouts.size()) + " completions");
+    for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].outcome = outcomes[i];
+    score_rollouts(rollouts, prompts.size(), rewards, cfg, st);
+    st.judge_s = seconds_since(t0);
+    update_policy(policy, optimizer, prompts, rollouts, cfg, st);
     if (rollouts_out) *rollouts_out = std::move(rollouts);
     return st;
 }

@@ -4,6 +4,10 @@
 // the completion tokens (rl/policy_loss.h). The "old" log-probs are recomputed by the policy before
 // the update (no grad), so the ratio starts at 1 whatever the sampling temperature; the reference
 // policy (for the KL term) is the same model with its LoRA adapters disabled.
+//
+// The step's three parts are separate so that the trainer can record rollouts between judging and
+// updating, replay recorded rollouts after a crash instead of sampling them again, and train the
+// Proposer with the same sampling and update: sample_rollouts, score_rollouts, update_policy.
 #pragma once
 
 #include <functional>
@@ -30,8 +34,8 @@ struct CoderStepConfig {
     int64_t logprob_chunk = 1024;
 };
 
-// One completion of the step, as the rollout record keeps it (design section 3).
-struct CoderRollout {
+// One completion of a step, as the rollout record keeps it (design section 3).
+struct Rollout {
     size_t task = 0;  // index into the step's prompts
     int sample = 0;
     std::vector<int64_t> completion_ids;  // ends with the stop token when `stopped`
@@ -54,11 +58,27 @@ struct CoderStepStats {
 // Judges completions: (task index, completion text) pairs in, one outcome each out.
 using CoderJudge = std::function<std::vector<RolloutOutcome>(const std::vector<std::pair<size_t, std::string>>&)>;
 
+// G completions per prompt, in one generation batch (rollout i: prompt i / G, sample i % G); fills
+// completion_ids, sampler_logprobs, stopped, text. Adds the time to stats->generate_s.
+std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
+                                     const std::vector<int64_t>& stop_ids, const CoderStepConfig& cfg,
+                                     CoderStepStats* stats = nullptr);
+
+// Outcomes in (set by the judge or read back from records): rewards, advantages and in_loss of every
+// rollout, per task group; the counts and mean reward of `stats`.
+void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& rewards, const CoderStepConfig& cfg,
+                    CoderStepStats& stats);
+
+// The clipped-surrogate update over the rollouts with in_loss set (advantages given), token-normalised
+// across micro-batches; one optimizer step. No rollout in the loss: no step (stats.updated false).
+void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,
+                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& stats);
+
 // `prompts` are token ids (rendered chat prompts), one per task. Throws std::runtime_error when the
 // judge returns the wrong number of outcomes.
 CoderStepStats coder_step(Model& policy, PolicyOptimizer& optimizer, const Tokenizer& tok,
                           const std::vector<std::vector<int64_t>>& prompts, const std::vector<int64_t>& stop_ids,
                           const CoderJudge& judge, CoderRewards& rewards, const CoderStepConfig& cfg,
-                          std::vector<CoderRollout>* rollouts = nullptr);
+                          std::vector<Rollout>* rollouts = nullptr);
 
 }  // namespace kz

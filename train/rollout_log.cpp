@@ -48,13 +48,15 @@ RolloutRecord RolloutRecord::from_json(const json& j) {
     } catch (const json::exception& e) {
         throw std::invalid_argument(std::string("rollout record field of the wrong type: ") + e.what());
     }
-    if (r.role != "coder" && r.role != "proposer") throw std::invalid_argument("rollout record role \"" + r.role + "\"");
+    if (r.role != "coder" && r.role != "proposer" && r.role != "probe") throw std::invalid_argument("rollout record role \"" + r.role + "\"");
     return r;
 }
 
 void append_rollouts(const std::string& path, const std::vector<RolloutRecord>& records) {
-    for (const auto& r : records)
-        append_durable(path, r.to_json().dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+    if (records.empty()) return;
+    std::string lines;
+    for (const auto& r : records) lines += r.to_json().dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    append_durable(path, lines);
 }
 
 std::vector<RolloutRecord> read_rollouts(const std::string& path, int* skipped) {

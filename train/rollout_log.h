@@ -16,7 +16,9 @@ namespace kz {
 struct RolloutRecord {
     std::string run_id;
     int64_t iteration = 0;
-    std::string role;       // "coder" | "proposer"
+    // "coder" (a CA-GRPO step), "proposer" (a proposed module), "probe" (the Coder measured on a
+    // proposed module: the samples behind p-hat, design 6.2; not trained on)
+    std::string role;
     std::string task_hash;  // the task store's exact-source hash
     int sample = 0;
     std::vector<int64_t> prompt_tokens, completion_tokens;
@@ -32,7 +34,8 @@ struct RolloutRecord {
     std::tuple<int64_t, std::string, std::string, int> key() const { return {iteration, role, task_hash, sample}; }
 };
 
-// Appends the records with one durable write each (common/files.h: append_durable). After a crash,
+// Appends the records with one durable write (common/files.h: append_durable): a step's records land
+// together. After a crash,
 // read_rollouts() first: it repairs a torn last line, which an append would otherwise extend.
 void append_rollouts(const std::string& path, const std::vector<RolloutRecord>& records);
 

@@ -16,6 +16,16 @@ RolloutOutcome outcome_of(const Verdict& v) {
     return o;
 }
 
+RolloutOutcome outcome_of_json(const nlohmann::json& v) {
+    RolloutOutcome o;
+    if (!v.is_object()) return o;
+    o.correct = v.value("correct", false) && v.value("status", std::string()) == "correct";
+    o.infra_error = v.value("status", std::string()) == "infra_error";
+    if (o.correct && v.contains("speedup_eager") && v["speedup_eager"].is_number())
+        o.speedup_eager = v["speedup_eager"].get<double>();
+    return o;
+}
+
 VerifierJudge::VerifierJudge(Verifier& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight)
     : verifier_(verifier), tasks_(std::move(task_sources)), backend_(std::move(backend)), in_flight_(std::max(1, in_flight)) {}
 
@@ -41,6 +51,7 @@ std::vector<RolloutOutcome> VerifierJudge::operator()(const std::vector<std::pai
     std::vector<std::thread> threads;
     for (int t = 0; t < std::min<int>(in_flight_, static_cast<int>(to_verify.size())); ++t) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
+    verified_ = to_verify.size();
     std::vector<RolloutOutcome> out;
     for (const auto& v : verdicts_) out.push_back(outcome_of(v));
     return out;

@@ -19,6 +19,8 @@ public:
     std::vector<RolloutOutcome> operator()(const std::vector<std::pair<size_t, std::string>>& items);
     // The verdicts of the last call, in its order.
     const std::vector<Verdict>& verdicts() const { return verdicts_; }
+    // How many of the last call's completions reached the verifier (the rest had no candidate).
+    size_t verified() const { return verified_; }
 
 private:
     Verifier& verifier_;
@@ -26,8 +28,11 @@ private:
     std::string backend_;
     int in_flight_;
     std::vector<Verdict> verdicts_;
+    size_t verified_ = 0;
 };
 
 RolloutOutcome outcome_of(const Verdict& v);
+// The same from a verdict's JSON (a rollout record's "verdict"); null or malformed reads as incorrect.
+RolloutOutcome outcome_of_json(const nlohmann::json& verdict);
 
 }  // namespace kz

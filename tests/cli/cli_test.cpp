@@ -442,4 +442,166 @@ TEST_F(CliTest, BenchAgainstServeOnLoopback) {
     EXPECT_NE(wrong.err.find("tiny-coder"), std::string::npos) << wrong.err;
 }
 
+
+// ---- The trainer: kernelzero train / sft / report ----
+
+struct TrainTest : CliTest {
+    TrainTest() { setenv("KZ_CACHE_DIR", cache.c_str(), 1); }
+    // Every rollout record of a run, by key; fails the test on a duplicated key.
+    std::map<std::string, json> records(const std::string& run_dir) {
+        std::map<std::string, json> out;
+        for (const auto& r : results(run_dir + "/rollouts.jsonl")) {
+            std::string key = std::to_string(r["iteration"].get<int>()) + "/" + r["role"].get<std::string>() + "/" +
+                              r["task_hash"].get<std::string>() + "/" + std::to_string(r["sample"].get<int>());
+            EXPECT_FALSE(out.count(key)) << "duplicated record " << key;
+            out[key] = r;
+        }
+        return out;
+    }
+    std::vector<int> metric_iterations(const std::string& run_dir) {
+        std::vector<int> its;
+        for (const auto& m : results(run_dir + "/metrics.jsonl")) its.push_back(m["iteration"].get<int>());
+        return its;
+    }
+};
+
+TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
+    const std::string out = dir + "/run";
+    auto r = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    for (const char* stage : {"propose", "refresh_pool", "coder", "eval", "checkpoint"})
+        EXPECT_NE(r.err.find(std::string("iter 2: ") + stage), std::string::npos) << stage << "\n" << r.err;
+    auto m = results(out + "/metrics.jsonl").back();
+    EXPECT_TRUE(m["stage_s"].contains("coder")) << m.dump();
+    EXPECT_EQ(m["eval"]["tasks"].get<int>(), 17) << m.dump();
+    EXPECT_GT(m["propose"]["modules_measured"].get<int>(), 0) << m.dump();  // the symbolic fallback fed it
+    auto recs = records(out);
+    std::set<std::string> roles;
+    for (const auto& [k, v] : recs) roles.insert(v["role"].get<std::string>());
+    EXPECT_EQ(roles, (std::set<std::string>{"coder", "probe", "proposer"}));
+    EXPECT_TRUE(fs::is_regular_file(out + "/checkpoints/iter-000002/coder/adapter/adapter_model.safetensors"));
+    EXPECT_TRUE(fs::is_regular_file(out + "/checkpoints/iter-000002/proposer/optimizer.pt"));
+    EXPECT_TRUE(fs::is_regular_file(out + "/run.sqlite"));
+    EXPECT_TRUE(fs::is_regular_file(out + "/eval/iter-000002/report.html"));
+
+    // Done is done: a resume with nothing left to run changes nothing; a second run in the same
+    // directory without --resume is refused.
+    auto again = run({"train", "--preset", "tiny-cpu", "--out", out, "--resume", "--iterations", "2"}, dir);
+    EXPECT_EQ(again.code, 0) << again.err;
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    auto twice = run({"train", "--preset", "tiny-cpu", "--out", out}, dir);
+    EXPECT_EQ(twice.code, 2);
+    EXPECT_NE(twice.err.find("--resume"), std::string::npos) << twice.err;
+
+    auto rep = run({"report", out}, dir);
+    ASSERT_EQ(rep.code, 0) << rep.err;
+    std::string html = kz::read_file(out + "/report.html");
+    for (const char* part : {"Training curves", "Capability map", "Stage times", "<svg", "propose"})
+        EXPECT_NE(html.find(part), std::string::npos) << part;
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
+    const std::string ref = dir + "/reference", out = dir + "/killed";
+    auto r = run({"train", "--preset", "tiny-cpu", "--out", ref, "--iterations", "2"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    // SIGKILL in the middle of a stage, twice: in iteration 1 while the Proposer's modules are being
+    // validated or measured (no checkpoint yet), then in iteration 2's Coder phase.
+    auto stderr_has = [&](const std::string& text) {
+        std::ifstream f(dir + "/stderr.txt");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        return all.find(text) != std::string::npos;
+    };
+    auto after = [&](const std::string& text, std::chrono::milliseconds delay) {
+        auto seen = std::make_shared<std::optional<std::chrono::steady_clock::time_point>>();
+        return [=]() {
+            if (!*seen && stderr_has(text)) *seen = std::chrono::steady_clock::now();
+            return *seen && std::chrono::steady_clock::now() - **seen >= delay;
+        };
+    };
+    auto k1 = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2"}, dir,
+                  after("propose: sampling", 1500ms));
+    EXPECT_EQ(k1.code, 128 + SIGKILL) << k1.err;
+    auto k2 = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--resume"}, dir,
+                  after("iter 2: coder ...", 300ms));
+    EXPECT_EQ(k2.code, 128 + SIGKILL) << k2.err;
+    auto done = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--resume"}, dir);
+    ASSERT_EQ(done.code, 0) << done.err;
+    EXPECT_NE(done.err.find("resumed after iteration 1"), std::string::npos) << done.err;
+
+    auto want = records(ref), got = records(out);
+    EXPECT_EQ(got.size(), want.size());
+    for (const auto& [key, rec] : want) {
+        ASSERT_TRUE(got.count(key)) << "lost record " << key;
+        EXPECT_EQ(got[key]["completion"], rec["completion"]) << key;
+        EXPECT_EQ(got[key]["completion_tokens"], rec["completion_tokens"]) << key;
+        EXPECT_EQ(got[key]["reward"], rec["reward"]) << key;
+    }
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    // Both runs end with the same policies.
+    for (const char* f : {"coder/adapter/adapter_model.safetensors", "proposer/adapter/adapter_model.safetensors"})
+        EXPECT_EQ(kz::read_file(out + "/checkpoints/iter-000002/" + f), kz::read_file(ref + "/checkpoints/iter-000002/" + f)) << f;
+}
+
+TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
+    auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir + "/" + name) << text;
+        return dir + "/" + name;
+    };
+    auto unknown = run({"train", "--config", write("a.toml", "iterations = 1\n[coder_phase]\ngroup_sise = 4\n")}, dir);
+    EXPECT_EQ(unknown.code, 2);
+    EXPECT_NE(unknown.err.find("coder_phase.group_sise"), std::string::npos) << unknown.err;
+    auto type = run({"train", "--config", write("b.toml", "iterations = \"two\"\n")}, dir);
+    EXPECT_EQ(type.code, 2);
+    EXPECT_NE(type.err.find("'iterations' must be an integer"), std::string::npos) << type.err;
+    auto syntax = run({"train", "--config", write("c.toml", "iterations = \n")}, dir);
+    EXPECT_EQ(syntax.code, 2);
+    EXPECT_NE(syntax.err.find("line 1"), std::string::npos) << syntax.err;
+    auto range = run({"train", "--config", write("d.toml", "[coder_phase]\ngroup_size = 1\n[coder]\ntokenizer = \"x\"\n")}, dir);
+    EXPECT_EQ(range.code, 2);
+    EXPECT_NE(range.err.find("group_size"), std::string::npos) << range.err;
+    auto preset = run({"train", "--preset", "huge"}, dir);
+    EXPECT_EQ(preset.code, 2);
+    EXPECT_NE(preset.err.find("tiny-cpu"), std::string::npos) << preset.err;
+    auto missing = run({"train", "--config", dir + "/none.toml"}, dir);
+    EXPECT_EQ(missing.code, 2);
+    EXPECT_NE(missing.err.find("none.toml"), std::string::npos) << missing.err;
+    auto nothing = run({"train", "--preset", "tiny-cpu", "--out", dir + "/empty", "--resume"}, dir);
+    EXPECT_EQ(nothing.code, 2);
+    EXPECT_NE(nothing.err.find("no run to resume"), std::string::npos) << nothing.err;
+    auto printed = run({"train", "--preset", "qwen2.5-coder-7b", "--print-config"}, dir);
+    EXPECT_EQ(printed.code, 0);
+    EXPECT_NE(printed.out.find("lora_rank = 64"), std::string::npos) << printed.out;
+    auto report = run({"report", dir + "/empty"}, dir);
+    EXPECT_EQ(report.code, 2);
+}
+
+TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
+    std::ofstream(dir + "/pairs.jsonl")
+        << json({{"prompt", "Write relu."}, {"completion", "```python\nclass ModelNew: pass\n```"}}).dump() << "\n"
+        << json({{"prompt", json::array({json{{"role", "system"}, {"content", "Be brief."}},
+                                         json{{"role", "user"}, {"content", "Write gelu."}}})},
+                 {"completion", "```python\nimport torch\n```"}})
+               .dump()
+        << "\n";
+    std::ofstream(dir + "/sft.toml") << "seed = 1\n[coder]\nmodel = \"init:tiny\"\ntokenizer = \"" << kSrc
+                                     << "/data/qwen2.5-tokenizer\"\nlora_rank = 8\nlr = 0.01\n[sft]\ndata = \"pairs.jsonl\"\n"
+                                        "epochs = 15\nbatch_size = 2\nout = \"sft-out\"\n";
+    auto r = run({"sft", "--config", dir + "/sft.toml"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json res = json::parse(r.out.substr(r.out.rfind('{')));
+    EXPECT_EQ(res["pairs"].get<int>(), 2);
+    EXPECT_EQ(res["steps"].get<int>(), 15);
+    // A random tiny model starts near ln(vocabulary) = 11.9; LoRA on two layers cannot move tied random
+    // embeddings far (about a nat at most), so "learns" means a clear drop, not a small loss.
+    EXPECT_LT(res["last_loss"].get<double>(), res["first_loss"].get<double>() - 0.5) << res.dump();
+    EXPECT_TRUE(fs::is_regular_file(dir + "/sft-out/adapter/adapter_config.json"));
+
+    std::ofstream(dir + "/bad.jsonl") << "{\"prompt\": \"x\"}\n";
+    auto bad = run({"sft", "--config", dir + "/sft.toml", "--data", dir + "/bad.jsonl"}, dir);
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("bad.jsonl:1"), std::string::npos) << bad.err;
+}
+
 }  // namespace

@@ -39,7 +39,7 @@ TEST(CoderStep, RolloutsRewardsAndMasks) {
     cfg.group_size = 4;
     cfg.max_new_tokens = 3;
     cfg.mask_overlong = false;
-    std::vector<kz::CoderRollout> rollouts;
+    std::vector<kz::Rollout> rollouts;
     auto st = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg, &rollouts);
     ASSERT_EQ(rollouts.size(), 8u);
     EXPECT_EQ(st.completions, 8);
@@ -63,7 +63,7 @@ TEST(CoderStep, RolloutsRewardsAndMasks) {
 }
 
 // Sum of log p(completion tokens) for a rollout under the current policy.
-double completion_logprob(Fixture& f, const kz::CoderRollout& r) {
+double completion_logprob(Fixture& f, const kz::Rollout& r) {
     torch::NoGradGuard no_grad;
     std::vector<int64_t> all = f.prompts[r.task];
     all.insert(all.end(), r.completion_ids.begin(), r.completion_ids.end());
@@ -90,12 +90,12 @@ TEST(CoderStep, TheUpdateRaisesRewardedAndLowersPenalisedCompletions) {
     cfg.group_size = 8;
     cfg.max_new_tokens = 2;
     cfg.mask_overlong = false;
-    std::vector<kz::CoderRollout> rollouts;
+    std::vector<kz::Rollout> rollouts;
     // A first step moves LoRA's B off zero, so that the second step's gradient reaches A too.
     kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg, &rollouts);
     cfg.seed = 1;
     // Score the second step's rollouts before and after its update.
-    std::vector<kz::CoderRollout> second;
+    std::vector<kz::Rollout> second;
     std::vector<double> before;
     // Generate with the same seed twice: once to read the rollouts (no update: a judge that finds
     // nothing correct gives zero-signal groups), once for the real step.

@@ -1,0 +1,124 @@
+// The trainer's subcommands: train (design 6.5), sft (6.6), report (a run directory as HTML).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "cli/commands.h"
+#include "train/report.h"
+#include "train/sft.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+namespace kz::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+int fail(const char* cmd, const std::string& msg) {
+    std::fprintf(stderr, "kernelzero %s: %s\n", cmd, msg.c_str());
+    return 2;
+}
+
+}  // namespace
+
+Runner add_train(CLI::App& app) {
+    struct Args {
+        std::string config, preset, out;
+        bool resume = false, print_config = false;
+        std::optional<int> iterations;
+    };
+    auto a = std::make_shared<Args>();
+    std::string presets;
+    for (const auto& n : train_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+    auto* cmd = app.add_subcommand("train", "Co-evolution training: Proposer and Coder, CA-GRPO (design 6.5)");
+    auto* cfg = cmd->add_option("--config", a->config, "The run's TOML configuration (docs/TRAIN.md)");
+    cmd->add_option("--preset", a->preset, "An embedded configuration: " + presets)->excludes(cfg);
+    cmd->add_option("--out", a->out, "Run directory (default runs/<name>)");
+    cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
+    cmd->add_option("--iterations", a->iterations, "Run until this iteration (overrides the configuration)")
+        ->check(CLI::Range(0, 1000000));
+    cmd->add_flag("--print-config", a->print_config, "Print the preset's TOML (or the resolved configuration) and exit");
+    return [a, cmd]() -> int {
+        if (!cmd->parsed()) return -1;
+        if (a->config.empty() == a->preset.empty()) return fail("train", "give one of --config FILE or --preset NAME");
+        try {
+            if (a->print_config && !a->preset.empty()) {
+                std::cout << train_preset_toml(a->preset);
+                return 0;
+            }
+            TrainConfig c = a->preset.empty() ? load_train_config(a->config) : train_preset(a->preset);
+            if (a->print_config) {
+                std::cout << c.to_json().dump(2) << "\n";
+                return 0;
+            }
+            TrainOptions o;
+            o.out_dir = a->out.empty() ? "runs/" + c.name : a->out;
+            o.resume = a->resume;
+            o.iterations = a->iterations;
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            int64_t done = run_training(c, o, g_stop);
+            if (g_stop) {
+                std::fprintf(stderr, "kernelzero train: interrupted after iteration %lld; --resume continues\n",
+                             static_cast<long long>(done));
+                return 130;
+            }
+            std::printf("finished iteration %lld; report: kernelzero report %s\n", static_cast<long long>(done),
+                        o.out_dir.c_str());
+            return 0;
+        } catch (const std::exception& e) {
+            return fail("train", e.what());
+        }
+    };
+}
+
+Runner add_sft(CLI::App& app) {
+    struct Args {
+        std::string config, data, out;
+        std::optional<int> epochs;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("sft", "Supervised fine-tuning of the Coder on (prompt, completion) JSONL (design 6.6)");
+    cmd->add_option("--config", a->config, "TOML configuration: [coder], device, seed and [sft]")->required();
+    cmd->add_option("--data", a->data, "Overrides sft.data");
+    cmd->add_option("--out", a->out, "Overrides sft.out");
+    cmd->add_option("--epochs", a->epochs, "Overrides sft.epochs")->check(CLI::Range(1, 100000));
+    return [a, cmd]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            TrainConfig c = load_train_config(a->config);
+            if (!a->data.empty()) c.sft.data = a->data;
+            if (!a->out.empty()) c.sft.out = a->out;
+            if (a->epochs) c.sft.epochs = *a->epochs;
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            SftResult r = run_sft(c, g_stop);
+            std::cout << r.to_json().dump() << std::endl;
+            return g_stop ? 130 : 0;
+        } catch (const std::exception& e) {
+            return fail("sft", e.what());
+        }
+    };
+}
+
+Runner add_report(CLI::App& app) {
+    auto dir = std::make_shared<std::string>();
+    auto* cmd = app.add_subcommand("report", "Render a training run directory as a self-contained HTML report");
+    cmd->add_option("run_dir", *dir, "RUN_DIR")->required();
+    return [dir, cmd]() -> int {
+        if (!cmd->parsed()) return -1;
+        try {
+            std::string path = write_train_report(*dir);
+            std::cout << path << "\n";
+            return 0;
+        } catch (const std::exception& e) {
+            return fail("report", e.what());
+        }
+    };
+}
+
+}  // namespace kz::cli

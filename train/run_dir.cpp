@@ -1,0 +1,216 @@
+#include "train/run_dir.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include "common/files.h"
+
+namespace kz {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string iter_name(const char* prefix, int64_t it) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%s%06lld", prefix, static_cast<long long>(it));
+    return buf;
+}
+
+std::string new_run_id() {
+    std::random_device rd;
+    char buf[64];
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
+    char suffix[16];
+    std::snprintf(suffix, sizeof(suffix), "-%06x", rd() & 0xffffff);
+    return std::string(buf) + suffix;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void exec(sqlite3* db, const std::string& sql, const std::string& path) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : "unknown error";
+        sqlite3_free(err);
+        throw std::runtime_error(path + ": " + msg);
+    }
+}
+
+}  // namespace
+
+RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_(path) {
+    const bool exists = fs::exists(file("run.json"));
+    if (exists && !resume)
+        throw std::runtime_error(path + " already holds a run (run.json): pass --resume to continue it, or another --out");
+    if (!exists && resume) throw std::runtime_error(path + " holds no run to resume (no run.json)");
+    fs::create_directories(path_ + "/checkpoints");
+    lock_fd_ = ::open(file("run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0) throw std::runtime_error("cannot open " + file("run.lock"));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(lock_fd_);
+        throw std::runtime_error(path + " is in use by another trainer (run.lock is held)");
+    }
+    if (exists) {
+        json run = json::parse(read_file(file("run.json")));
+        json recorded = run.value("config", json::object()), now = config;
+        recorded.erase("iterations");
+        now.erase("iterations");
+        if (recorded != now) {
+            std::string diff;
+            for (auto& [k, v] : now.items())
+                if (!recorded.contains(k) || recorded[k] != v) diff += (diff.empty() ? "" : ", ") + k;
+            ::close(lock_fd_);
+            throw std::runtime_error(path + " was started with another configuration (differs in: " + diff + ")");
+        }
+        run_id_ = run.value("run_id", std::string());
+    } else {
+        run_id_ = new_run_id();
+        write_file_atomic(file("run.json"), json({{"run_id", run_id_}, {"config", config}}).dump(2) + "\n");
+    }
+    std::string db_path = file("run.sqlite");
+    if (sqlite3_open(db_path.c_str(), &db_) != SQLITE_OK) {
+        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+        sqlite3_close(db_);
+        ::close(lock_fd_);
+        throw std::runtime_error("cannot open " + db_path + ": " + msg);
+    }
+    exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
+    exec(db_,
+         "CREATE TABLE IF NOT EXISTS metrics (iteration INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+         "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
+         " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
+         db_path);
+    // Leftovers of a checkpoint that was being written when the last trainer died.
+    for (const auto& e : fs::directory_iterator(path_ + "/checkpoints"))
+        if (e.path().filename().string().find(".tmp") != std::string::npos) fs::remove_all(e.path());
+}
+
+RunDir::~RunDir() {
+    sqlite3_close(db_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string RunDir::checkpoint_dir(int64_t it) const { return path_ + "/checkpoints/" + iter_name("iter-", it); }
+std::string RunDir::eval_dir(int64_t it) const { return path_ + "/eval/" + iter_name("iter-", it); }
+
+std::optional<int64_t> RunDir::latest_checkpoint() const {
+    std::optional<int64_t> best;
+    for (const auto& e : fs::directory_iterator(path_ + "/checkpoints")) {
+        std::string n = e.path().filename().string();
+        if (n.rfind("iter-", 0) != 0 || n.find(".tmp") != std::string::npos || !e.is_directory()) continue;
+        try {
+            int64_t it = std::stoll(n.substr(5));
+            if (!best || it > *best) best = it;
+        } catch (const std::exception&) {
+        }
+    }
+    return best;
+}
+
+std::string RunDir::begin_checkpoint(int64_t it) {
+    if (fs::exists(checkpoint_dir(it)))
+        throw std::runtime_error("checkpoint " + checkpoint_dir(it) + " already exists");
+    std::string tmp = checkpoint_dir(it) + ".tmp";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    return tmp;
+}
+
+void RunDir::finish_checkpoint(int64_t it, const std::string& tmp) {
+    // Everything under tmp was written with write-then-rename (files.h), so a rename of the
+    // directory publishes a complete checkpoint; fsync the parent so the rename itself survives.
+    fs::rename(tmp, checkpoint_dir(it));
+    int fd = ::open((path_ + "/checkpoints").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+void RunDir::record_metrics(int64_t it, const json& m) {
+    bool present = false;
+    for (const auto& j : read_json_lines(file("metrics.jsonl")))
+        if (j.value("iteration", int64_t{-1}) == it) present = true;
+    if (!present) append_durable(file("metrics.jsonl"), m.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+    const std::string db_path = file("run.sqlite");
+    exec(db_, "BEGIN;", db_path);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO metrics (iteration, value) VALUES (?1, ?2);", -1, &st, nullptr);
+    std::string v = m.dump(-1, ' ', false, json::error_handler_t::replace);
+    sqlite3_bind_int64(st, 1, it);
+    sqlite3_bind_text(st, 2, v.c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        exec(db_, "ROLLBACK;", db_path);
+        throw std::runtime_error(db_path + ": " + sqlite3_errmsg(db_));
+    }
+    if (m.contains("stage_s") && m["stage_s"].is_object())
+        for (auto& [stage, secs] : m["stage_s"].items()) {
+            sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO stages (iteration, stage, seconds) VALUES (?1, ?2, ?3);", -1,
+                               &st, nullptr);
+            sqlite3_bind_int64(st, 1, it);
+            sqlite3_bind_text(st, 2, stage.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_double(st, 3, secs.get<double>());
+            sqlite3_step(st);
+            sqlite3_finalize(st);
+        }
+    exec(db_, "COMMIT;", db_path);
+}
+
+std::vector<json> RunDir::metrics() const { return read_json_lines(file("metrics.jsonl")); }
+
+void StageTimer::reset(int64_t it) {
+    iteration_ = it;
+    stages_.clear();
+}
+
+void StageTimer::start(const std::string& name) {
+    current_ = name;
+    t0_ = now_s();
+    std::fprintf(stderr, "[train] iter %lld: %s ...\n", static_cast<long long>(iteration_), name.c_str());
+}
+
+void StageTimer::stop() {
+    double s = now_s() - t0_;
+    stages_.emplace_back(current_, s);
+    std::fprintf(stderr, "[train] iter %lld: %s %.1f s\n", static_cast<long long>(iteration_), current_.c_str(), s);
+}
+
+json StageTimer::to_json() const {
+    json j = json::object();
+    for (const auto& [k, v] : stages_) j[k] = v;
+    return j;
+}
+
+Progress::Progress(std::string label, int64_t total) : label_(std::move(label)), total_(total), tty_(isatty(2)) {}
+
+void Progress::advance(int64_t n) {
+    done_ += n;
+    if (tty_) std::fprintf(stderr, "\r[train] %s %lld/%lld", label_.c_str(), static_cast<long long>(done_),
+                           static_cast<long long>(total_));
+}
+
+Progress::~Progress() {
+    if (tty_) std::fprintf(stderr, "\n");
+    else std::fprintf(stderr, "[train] %s %lld/%lld\n", label_.c_str(), static_cast<long long>(done_),
+                      static_cast<long long>(total_));
+}
+
+}  // namespace kz

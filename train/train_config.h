@@ -1,0 +1,118 @@
+// The trainer's configuration (design sections 6.2-6.6): one TOML file, or a named preset embedded in
+// the binary (tiny-cpu, tiny-gpu, qwen2.5-coder-7b). Every key has a default; an unknown key, a value
+// of the wrong type or out of range is an error naming the key, so a typo never silently falls back
+// to a default. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kz {
+
+// One trainable policy (the Coder, or the Proposer).
+struct PolicySpec {
+    // A Hugging Face model directory, or "init:<preset>" (tiny | small): a random Qwen2 of that shape
+    // with the vocabulary of `tokenizer`, written once into the run directory (seeded by run.seed).
+    std::string model = "init:tiny";
+    std::string tokenizer;           // for "init:" models; a model directory brings its own
+    std::string adapter;             // optional PEFT adapter to start from (e.g. an SFT result)
+    bool full_finetune = false;      // false: LoRA
+    int64_t lora_rank = 16;
+    double lora_alpha = 32;
+    std::vector<std::string> lora_targets = {"all-linear"};
+    double lr = 1e-5, weight_decay = 0.0, max_grad_norm = 1.0;
+    std::string dtype = "auto";      // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
+};
+
+struct ProposerPhase {
+    bool enabled = true;
+    int api_sets = 4;              // API sets drawn from the frontier per iteration
+    int samples_per_set = 4;       // proposals per set: the Proposer's group
+    int probe_samples = 4;         // Coder samples per valid module, for p-hat
+    int64_t max_new_tokens = 1024;
+    double temperature = 1.0, top_p = 1.0;
+    std::vector<int> levels = {1, 2};  // KernelBench levels drawn from, in turn
+    double target = 0.5;               // the frontier's target pass rate
+    double band_low = 0.2, band_high = 0.8;
+    double lambda_rep = 0.1;           // repetition penalty of the Proposer's reward
+    // When fewer than this many modules pass validation, the symbolic generator composes the rest
+    // from the same API sets (a Proposer that writes nothing usable does not starve the Coder).
+    int min_valid = 1;
+    std::string sizes = "typical";     // symbolic fallback's sizes: small | typical
+    std::string advantage = "grpo";    // grpo | dr_grpo over each set's proposals
+};
+
+struct CoderPhase {
+    int steps = 1;                 // CA-GRPO steps per iteration
+    int tasks_per_step = 4;
+    int group_size = 8;            // G
+    int64_t max_new_tokens = 1024;
+    double temperature = 1.0, top_p = 1.0;
+    int replay = 2;                // older stored tasks mixed into each iteration's pool
+    int64_t micro_batch = 8;
+    std::string reward = "ca_grpo", gate = "group", advantage = "grpo";
+    double lambda = 1.0, tau = 0.5, s_max = 4.0, ema_decay = 0.9;
+    double eps_low = 0.2, eps_high = 0.28, kl_beta = 0.0;
+    bool mask_overlong = true;
+};
+
+struct EvalPhase {
+    std::vector<std::string> tasks;  // KernelBench-format directories (empty: no evaluation)
+    int samples = 1;
+    int every = 1;                   // iterations between evaluations (the last one always runs)
+    int64_t max_new_tokens = 1024;
+    double temperature = 0.0;        // 0: greedy
+};
+
+struct VerifierSpec {
+    int workers = 2;
+    int in_flight = 4;
+    int timing_iters = 0;          // 0: the verifier's default for the device
+    int trials = 5;
+    double timeout_s = 120;
+    std::string policy = "strict";
+};
+
+struct SftSpec {
+    std::string data;              // JSONL: {"prompt": str | [messages], "completion": str}
+    int epochs = 1;
+    int batch_size = 8;
+    int64_t max_tokens = 4096;     // longer pairs are skipped (counted)
+    std::string out;               // where the adapter (or merged model) goes
+};
+
+struct TrainConfig {
+    std::string name = "custom";
+    uint64_t seed = 0;
+    int iterations = 2;
+    std::string device = "cpu";        // where the policies run: cpu | cuda | cuda:N
+    std::string verify_device = "cpu"; // where candidates run
+    std::string backend = "triton";    // triton | cuda
+    std::string format;                // cuda: nvrtc (default) | inline
+    std::string task_store;            // "" = <run>/tasks.sqlite
+    PolicySpec coder, proposer;
+    ProposerPhase propose;
+    CoderPhase coder_phase;
+    EvalPhase eval;
+    VerifierSpec verifier;
+    SftSpec sft;
+
+    // Throws std::invalid_argument naming the key.
+    void validate() const;
+    nlohmann::json to_json() const;  // recorded in the run directory
+};
+
+// Parses TOML text; `origin` names it in errors (a file path, or "preset tiny-cpu"). Relative paths in
+// the file are resolved against `base_dir`. Throws std::invalid_argument naming the key or the line.
+TrainConfig parse_train_config(const std::string& toml_text, const std::string& origin, const std::string& base_dir);
+TrainConfig load_train_config(const std::string& path);
+// The embedded presets; their relative paths resolve against the project's source directory.
+std::vector<std::string> train_preset_names();
+std::string train_preset_toml(const std::string& name);  // throws naming the known presets
+TrainConfig train_preset(const std::string& name);
+
+}  // namespace kz

@@ -1,0 +1,628 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "bench/bench_run.h"
+#include "bench/coder_prompt.h"
+#include "common/files.h"
+#include "tasks/api_catalog.h"
+#include "tasks/frontier.h"
+#include "tasks/pipeline.h"
+#include "tasks/proposer.h"
+#include "tasks/symbolic.h"
+#include "tasks/task_store.h"
+#include "train/coder_step.h"
+#include "train/policy.h"
+#include "train/rollout_log.h"
+#include "train/run_dir.h"
+#include "train/verifier_judge.h"
+#include "verify/baseline_cache.h"
+#include "verify/verifier.h"
+
+namespace kz {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// splitmix64 over (seed, iteration, stage, step): every random choice of an iteration is a function
+// of these alone, so an iteration run again after a crash makes the same choices.
+uint64_t derive_seed(uint64_t seed, int64_t iteration, uint64_t stage, uint64_t step = 0) {
+    uint64_t z = seed ^ (static_cast<uint64_t>(iteration) * 0x9E3779B97F4A7C15ULL) ^ (stage << 48) ^ (step << 32);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+enum StageId : uint64_t { kProposeStage = 1, kSymbolicStage, kProbeStage, kPoolStage, kCoderStage, kEvalStage };
+
+std::string short_hash(const std::string& s) { return sha256_hex(s).substr(0, 16); }
+
+// The rollout records of this run, by key: what a re-run iteration replays instead of sampling again.
+class RecordIndex {
+public:
+    explicit RecordIndex(const std::string& path) {
+        int skipped = 0;
+        for (auto& r : read_rollouts(path, &skipped)) by_key_.emplace(r.key(), std::move(r));
+        if (skipped) std::fprintf(stderr, "[train] %d unreadable rollout record line(s) skipped\n", skipped);
+    }
+    // The records of (iteration, role, hashes[i], first_sample + j) for every i, j < G, in that order;
+    // empty unless all are present.
+    std::vector<const RolloutRecord*> complete(int64_t it, const std::string& role, const std::vector<std::string>& hashes,
+                                               int first_sample, int G) const {
+        std::vector<const RolloutRecord*> out;
+        for (const auto& h : hashes)
+            for (int j = 0; j < G; ++j) {
+                auto f = by_key_.find({it, role, h, first_sample + j});
+                if (f == by_key_.end()) return {};
+                out.push_back(&f->second);
+            }
+        return out;
+    }
+    bool has(const RolloutRecord& r) const { return by_key_.count(r.key()) > 0; }
+    void add(const RolloutRecord& r) { by_key_.emplace(r.key(), r); }
+
+private:
+    std::map<std::tuple<int64_t, std::string, std::string, int>, RolloutRecord> by_key_;
+};
+
+// Rollouts rebuilt from records (a replayed step): tokens, text, log-probs and the judged outcome.
+std::vector<Rollout> rollouts_from(const std::vector<const RolloutRecord*>& recs, int G) {
+    std::vector<Rollout> out(recs.size());
+    for (size_t i = 0; i < recs.size(); ++i) {
+        Rollout& r = out[i];
+        r.task = i / static_cast<size_t>(G);
+        r.sample = static_cast<int>(i % static_cast<size_t>(G));
+        r.completion_ids = recs[i]->completion_tokens;
+        r.sampler_logprobs = recs[i]->logprobs;
+        r.text = recs[i]->completion;
+        r.stopped = recs[i]->verdict.is_object() ? recs[i]->verdict.value("stopped", true) : true;
+        r.outcome = outcome_of_json(recs[i]->verdict);
+    }
+    return out;
+}
+
+double mean_of(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+struct StoredTask {
+    int64_t id = 0;
+    std::string hash, source;
+    std::vector<std::string> apis;
+};
+
+StoredTask stored(const TaskRecord& t) { return {t.id, t.hash, t.source, t.apis}; }
+
+class Trainer {
+public:
+    Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop)
+        : cfg_(cfg),
+          stop_(stop),
+          run_(opts.out_dir, cfg.to_json(), opts.resume),
+          last_iteration_(opts.iterations.value_or(cfg.iterations)),
+          catalog_(ApiCatalog::load(ApiCatalog::default_path())),
+          store_(cfg.task_store.empty() ? run_.file("tasks.sqlite") : cfg.task_store),
+          format_(coder_format(cfg.backend, cfg.format)),
+          prompt_(CoderPrompt::load(format_)),
+          frontier_([&] {
+              FrontierOptions fo;
+              fo.target = cfg.propose.target;
+              return fo;
+          }()),
+          rewards_([&] {
+              RewardConfig rc;
+              const auto& c = cfg.coder_phase;
+              rc.reward = c.reward, rc.gate = c.gate, rc.advantage = c.advantage;
+              rc.lambda = c.lambda, rc.tau = c.tau, rc.s_max = c.s_max, rc.ema_decay = c.ema_decay;
+              return rc;
+          }()),
+          records_(run_.rollouts_path()) {
+        std::fprintf(stderr, "[train] run %s in %s\n", run_.run_id().c_str(), run_.path().c_str());
+        const std::string coder_dir = materialise_model(cfg.coder, run_.file("models/coder-base"), cfg.seed);
+        coder_ = std::make_unique<Policy>("coder", cfg.coder, coder_dir, cfg.device, derive_seed(cfg.seed, 0, 100));
+        if (cfg.propose.enabled) {
+            const bool same_base = cfg.proposer.model == cfg.coder.model && cfg.proposer.tokenizer == cfg.coder.tokenizer;
+            const std::string proposer_dir =
+                same_base ? coder_dir : materialise_model(cfg.proposer, run_.file("models/proposer-base"), cfg.seed + 1);
+            proposer_ = std::make_unique<Policy>("proposer", cfg.proposer, proposer_dir, cfg.device,
+                                                 derive_seed(cfg.seed, 0, 101));
+        }
+        VerifyOptions vo;
+        vo.device = cfg.verify_device;
+        vo.trials = cfg.verifier.trials;
+        vo.timing_iters = cfg.verifier.timing_iters > 0 ? cfg.verifier.timing_iters : (cfg.verify_device == "cpu" ? 10 : 100);
+        vo.strict = cfg.verifier.policy == "strict";
+        vo.timeout_s = cfg.verifier.timeout_s;
+        vo.lanes = cfg.verifier.workers;
+        vo.compile_workers = cfg.verifier.workers;
+        verifier_ = std::make_unique<Verifier>(vo);
+        verifier_->start();
+        PipelineOptions po;
+        po.validation.device = cfg.verify_device;
+        po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
+        pipeline_ = std::make_unique<TaskPipeline>(catalog_, store_, po);
+    }
+
+    int64_t run() {
+        int64_t first = 1;
+        if (auto latest = run_.latest_checkpoint()) {
+            restore(*latest);
+            first = *latest + 1;
+        }
+        int64_t done = first - 1;
+        for (int64_t it = first; it <= last_iteration_ && !stop_; ++it) {
+            if (!iteration(it)) break;
+            done = it;
+        }
+        return done;
+    }
+
+private:
+    // One iteration; false when stopped part-way (nothing of it is checkpointed).
+    bool iteration(int64_t it) {
+        timer_.reset(it);
+        json m = {{"iteration", it}};
+        std::vector<StoredTask> band;
+        if (cfg_.propose.enabled) band = timer_.run("propose", [&] { return propose(it, m); });
+        if (stop_) return false;
+        auto pool = timer_.run("refresh_pool", [&] { return refresh_pool(it, band, m); });
+        timer_.run("coder", [&] { coder_phase(it, pool, m); });
+        if (stop_) return false;
+        const bool eval_due = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || it == last_iteration_);
+        if (eval_due) timer_.run("eval", [&] { evaluate(it, m); });
+        if (stop_) return false;
+        timer_.run("checkpoint", [&] { checkpoint(it, m); });
+        m["stage_s"] = timer_.to_json();
+        m["frontier_size"] = frontier_.stats().size();
+        // The metrics travel in the checkpoint too (written before this line), so that a crash
+        // between the two still records them on resume.
+        run_.record_metrics(it, m);
+        frontier_.save(store_);
+        std::fprintf(stderr, "[train] iteration %lld done\n", static_cast<long long>(it));
+        return true;
+    }
+
+    CoderStepConfig coder_cfg(int G, int64_t max_new_tokens, double temperature, double top_p, uint64_t seed) const {
+        CoderStepConfig c;
+        c.group_size = G;
+        c.max_new_tokens = max_new_tokens;
+        c.temperature = temperature;
+        c.top_p = top_p;
+        c.seed = seed;
+        c.loss.eps_low = cfg_.coder_phase.eps_low;
+        c.loss.eps_high = cfg_.coder_phase.eps_high;
+        c.loss.kl_beta = cfg_.coder_phase.kl_beta;
+        c.mask_overlong = cfg_.coder_phase.mask_overlong;
+        c.micro_batch = cfg_.coder_phase.micro_batch;
+        return c;
+    }
+
+    RolloutRecord record(int64_t it, const std::string& role, const std::string& hash, int sample,
+                         const std::vector<int64_t>& prompt, const Rollout& r, json verdict,
+                         const std::string& version) const {
+        RolloutRecord rec;
+        rec.run_id = run_.run_id();
+        rec.iteration = it;
+        rec.role = role;
+        rec.task_hash = hash;
+        rec.sample = sample;
+        rec.prompt_tokens = prompt;
+        rec.completion_tokens = r.completion_ids;
+        rec.completion = r.text;
+        rec.logprobs = r.sampler_logprobs;
+        if (verdict.is_object()) verdict["stopped"] = r.stopped;
+        rec.verdict = std::move(verdict);
+        rec.reward = r.reward;
+        rec.advantage = r.advantage;
+        rec.model_version = version;
+        return rec;
+    }
+
+    // Appends the records not already in the log (a replayed step's are), in one durable write each.
+    void append(const std::vector<RolloutRecord>& recs) {
+        std::vector<RolloutRecord> fresh;
+        for (const auto& r : recs)
+            if (!records_.has(r)) fresh.push_back(r);
+        append_rollouts(run_.rollouts_path(), fresh);
+        for (const auto& r : fresh) records_.add(r);
+    }
+
+    std::string version(const std::string& who, int64_t it) const { return who + "@iter-" + std::to_string(it - 1); }
+
+    // Samples (or replays) G completions per task from the Coder and judges them.
+    struct Judged {
+        std::vector<Rollout> rollouts;
+        std::vector<json> verdicts;
+        bool replayed = false;
+    };
+    Judged coder_rollouts(int64_t it, const std::string& role, const std::vector<StoredTask>& tasks,
+                          const std::vector<std::vector<int64_t>>& prompts, int first_sample, const CoderStepConfig& c,
+                          CoderStepStats& st) {
+        Judged out;
+        std::vector<std::string> hashes;
+        for (const auto& t : tasks) hashes.push_back(t.hash);
+        auto recs = records_.complete(it, role, hashes, first_sample, c.group_size);
+        if (!recs.empty()) {
+            out.rollouts = rollouts_from(recs, c.group_size);
+            for (const auto* r : recs) out.verdicts.push_back(r->verdict);
+            out.replayed = true;
+            return out;
+        }
+        out.rollouts = sample_rollouts(coder_->model(), coder_->tokenizer(), prompts, coder_->stops(), c, &st);
+        tokens_ += count_tokens(out.rollouts);
+        auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::string> sources;
+        for (const auto& t : tasks) sources.push_back(t.source);
+        VerifierJudge judge(*verifier_, sources, backend_of(format_), cfg_.verifier.in_flight);
+        std::vector<std::pair<size_t, std::string>> items;
+        for (const auto& r : out.rollouts) items.emplace_back(r.task, r.text);
+        auto outcomes = judge(items);
+        for (size_t i = 0; i < outcomes.size(); ++i) {
+            out.rollouts[i].outcome = outcomes[i];
+            out.verdicts.push_back(judge.verdicts()[i].to_json());
+        }
+        verified_ += static_cast<int64_t>(judge.verified());
+        verify_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return out;
+    }
+
+    static int64_t count_tokens(const std::vector<Rollout>& rs) {
+        int64_t n = 0;
+        for (const auto& r : rs) n += static_cast<int64_t>(r.completion_ids.size());
+        return n;
+    }
+
+    // Stage 1. Returns the valid modules whose p-hat lies in the band.
+    std::vector<StoredTask> propose(int64_t it, json& m) {
+        const auto& pc = cfg_.propose;
+        std::mt19937_64 rng(derive_seed(cfg_.seed, it, kProposeStage));
+        std::vector<ApiSet> sets;
+        std::vector<std::vector<int64_t>> prompts;
+        std::vector<std::string> set_keys;
+        for (int s = 0; s < pc.api_sets; ++s) {
+            int level = pc.levels[static_cast<size_t>(s) % pc.levels.size()];
+            sets.push_back(frontier_.draw(catalog_, level, rng));
+            prompts.push_back(proposer_->encode_chat(proposer_prompt(catalog_, sets.back().apis)));
+            std::string joined;
+            for (const auto& a : sets.back().apis) joined += a + ",";
+            set_keys.push_back("set" + std::to_string(s) + "-" + short_hash(joined + std::to_string(level)));
+        }
+        const int Gp = pc.samples_per_set;
+        CoderStepConfig pcfg = coder_cfg(Gp, pc.max_new_tokens, pc.temperature, pc.top_p,
+                                         derive_seed(cfg_.seed, it, kProposeStage, 1));
+        CoderStepStats pst;
+        std::vector<Rollout> proposals;
+        auto recs = records_.complete(it, "proposer", set_keys, 0, Gp);
+        const bool replayed = !recs.empty();
+        if (replayed) {
+            proposals = rollouts_from(recs, Gp);
+        } else {
+            Progress bar("propose: sampling " + std::to_string(sets.size() * static_cast<size_t>(Gp)) + " modules", 1);
+            proposals = sample_rollouts(proposer_->model(), proposer_->tokenizer(), prompts, proposer_->stops(), pcfg, &pst);
+            tokens_ += count_tokens(proposals);
+            bar.advance();
+        }
+
+        // Parse, validate, store.
+        std::vector<ProposalOutcome> outcomes(proposals.size());
+        std::vector<std::optional<TaskRecord>> tasks(proposals.size());
+        std::vector<std::string> parsed_sources;
+        std::vector<size_t> parsed_index;
+        {
+            Progress bar("propose: validating", static_cast<int64_t>(proposals.size()));
+            for (size_t i = 0; i < proposals.size(); ++i) {
+                ParsedProposal pp = parse_proposal(proposals[i].text);
+                outcomes[i].parsed = pp.ok;
+                if (pp.ok) {
+                    const ApiSet& set = sets[proposals[i].task];
+                    tasks[i] = pipeline_->submit(pp.source, set.apis, set.level, "proposer");
+                    outcomes[i].valid = tasks[i]->valid;
+                    parsed_sources.push_back(pp.source);
+                    parsed_index.push_back(i);
+                }
+                bar.advance();
+            }
+        }
+        auto clusters = near_duplicate_clusters(parsed_sources);
+        for (size_t k = 0; k < parsed_index.size(); ++k) outcomes[parsed_index[k]].cluster = clusters[k];
+
+        // The modules the Coder is measured on: the valid proposals, then symbolic ones if too few.
+        std::vector<StoredTask> modules;
+        std::set<int64_t> seen;
+        for (const auto& t : tasks)
+            if (t && t->valid && seen.insert(t->id).second) modules.push_back(stored(*t));
+        const int64_t from_proposer = static_cast<int64_t>(modules.size());
+        int64_t symbolic = 0;
+        if (static_cast<int>(modules.size()) < pc.min_valid && !sets.empty()) {
+            std::mt19937_64 srng(derive_seed(cfg_.seed, it, kSymbolicStage));
+            const SizeProfile sizes = pc.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
+            for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid; ++attempt) {
+                const ApiSet& set = sets[static_cast<size_t>(attempt) % sets.size()];
+                GeneratedTask g = generate_task(catalog_, set, sizes, srng);
+                TaskRecord t = pipeline_->submit(g.source, g.apis, set.level, "symbolic");
+                if (t.valid && seen.insert(t.id).second) {
+                    modules.push_back(stored(t));
+                    ++symbolic;
+                }
+            }
+        }
+
+        // p-hat of each module: G verified Coder samples; the frontier learns from each.
+        const int G = pc.probe_samples;
+        std::map<int64_t, double> pass_rate;
+        if (!modules.empty()) {
+            std::vector<std::vector<int64_t>> cprompts;
+            for (const auto& t : modules) cprompts.push_back(coder_->encode_chat(prompt_.messages(t.source)));
+            CoderStepConfig ccfg = coder_cfg(G, cfg_.coder_phase.max_new_tokens, cfg_.coder_phase.temperature,
+                                             cfg_.coder_phase.top_p, derive_seed(cfg_.seed, it, kProbeStage));
+            CoderStepStats cst;
+            Progress bar("propose: measuring the Coder on " + std::to_string(modules.size()) + " modules", 1);
+            Judged j = coder_rollouts(it, "probe", modules, cprompts, 0, ccfg, cst);
+            bar.advance();
+            std::vector<RolloutRecord> out;
+            std::vector<int> passed(modules.size(), 0), judged(modules.size(), 0);
+            for (size_t i = 0; i < j.rollouts.size(); ++i) {
+                Rollout& r = j.rollouts[i];
+                r.reward = r.outcome.correct ? 1.0 : 0.0;
+                if (!r.outcome.infra_error) ++judged[r.task], passed[r.task] += r.outcome.correct;
+                out.push_back(record(it, "probe", modules[r.task].hash, r.sample, cprompts[r.task], r, j.verdicts[i],
+                                     version("coder", it)));
+            }
+            append(out);
+            if (!j.replayed) add_attempts(modules, j, "probe");
+            for (size_t t = 0; t < modules.size(); ++t) {
+                pass_rate[modules[t].id] = judged[t] ? static_cast<double>(passed[t]) / judged[t] : 0.0;
+                if (judged[t]) frontier_.update(modules[t].apis, passed[t], judged[t]);
+            }
+        }
+
+        // Proposer rewards (6.2), group-relative per API set, and one update.
+        for (size_t i = 0; i < proposals.size(); ++i)
+            if (tasks[i] && tasks[i]->valid) outcomes[i].pass_rate = pass_rate[tasks[i]->id];
+        auto rewards = proposer_rewards(outcomes, pc.target, pc.lambda_rep);
+        std::vector<RolloutRecord> out;
+        for (size_t s = 0; s < sets.size(); ++s) {
+            std::vector<double> group;
+            for (int j = 0; j < Gp; ++j) group.push_back(rewards[s * static_cast<size_t>(Gp) + static_cast<size_t>(j)]);
+            bool flat = false;
+            auto adv = group_advantages(group, pc.advantage, 1e-6, &flat);
+            for (int j = 0; j < Gp; ++j) {
+                const size_t i = s * static_cast<size_t>(Gp) + static_cast<size_t>(j);
+                Rollout& r = proposals[i];
+                r.reward = rewards[i];
+                r.advantage = adv[static_cast<size_t>(j)];
+                r.in_loss = !flat && !r.completion_ids.empty() && !(cfg_.coder_phase.mask_overlong && !r.stopped);
+                json v = {{"parsed", outcomes[i].parsed}, {"valid", outcomes[i].valid}, {"apis", sets[s].apis},
+                          {"level", sets[s].level}};
+                if (tasks[i]) {
+                    v["task_id"] = tasks[i]->id;
+                    v["task_hash"] = tasks[i]->hash;
+                    v["reason"] = tasks[i]->reason;
+                    if (tasks[i]->valid) v["pass_rate"] = outcomes[i].pass_rate;
+                }
+                out.push_back(record(it, "proposer", set_keys[s], j, prompts[s], r, v, version("proposer", it)));
+            }
+        }
+        append(out);
+        update_policy(proposer_->model(), proposer_->optimizer(), prompts, proposals, pcfg, pst);
+
+        std::vector<StoredTask> band;
+        for (const auto& t : modules)
+            if (in_frontier_band(pass_rate[t.id], pc.band_low, pc.band_high)) band.push_back(t);
+        int64_t parsed = 0, valid = 0;
+        for (const auto& o : outcomes) parsed += o.parsed, valid += o.valid;
+        std::vector<double> rates;
+        for (const auto& [id, p] : pass_rate) rates.push_back(p);
+        m["propose"] = {{"proposals", proposals.size()},
+                        {"parsed", parsed},
+                        {"valid", valid},
+                        {"valid_from_proposer", from_proposer},
+                        {"symbolic", symbolic},
+                        {"modules_measured", modules.size()},
+                        {"mean_pass_rate", mean_of(rates)},
+                        {"in_band", band.size()},
+                        {"band_occupancy", modules.empty() ? 0.0 : static_cast<double>(band.size()) / modules.size()},
+                        {"mean_reward", mean_of(rewards)},
+                        {"updated", pst.updated},
+                        {"loss", pst.loss},
+                        {"grad_norm", pst.grad_norm},
+                        {"replayed", replayed}};
+        return band;
+    }
+
+    void add_attempts(const std::vector<StoredTask>& tasks, const Judged& j, const std::string& who) {
+        for (size_t i = 0; i < j.rollouts.size(); ++i) {
+            const auto& r = j.rollouts[i];
+            if (r.outcome.infra_error) continue;
+            AttemptRecord a;
+            a.task_id = tasks[r.task].id;
+            a.model_version = who;
+            a.backend = backend_of(format_);
+            a.status = j.verdicts[i].value("status", std::string("unknown"));
+            a.correct = r.outcome.correct;
+            a.speedup = r.outcome.speedup_eager;
+            store_.add_attempt(a);
+        }
+    }
+
+    // Stage 2: this iteration's band modules, plus replay of older valid tasks (deterministic).
+    std::vector<StoredTask> refresh_pool(int64_t it, const std::vector<StoredTask>& band, json& m) {
+        std::vector<StoredTask> pool = band;
+        std::set<int64_t> in;
+        for (const auto& t : band) in.insert(t.id);
+        std::vector<StoredTask> older;
+        for (const auto& t : store_.tasks(/*valid_only=*/true))
+            if (!in.count(t.id)) older.push_back(stored(t));
+        std::mt19937_64 rng(derive_seed(cfg_.seed, it, kPoolStage));
+        std::shuffle(older.begin(), older.end(), rng);
+        // With no band module yet (a Coder that solves nothing, early on) replay alone feeds the pool.
+        const size_t want = static_cast<size_t>(cfg_.coder_phase.replay) +
+                            (band.empty() ? static_cast<size_t>(cfg_.coder_phase.tasks_per_step) : 0);
+        for (size_t i = 0; i < older.size() && i < want; ++i) pool.push_back(older[i]);
+        m["pool"] = {{"size", pool.size()}, {"from_band", band.size()}, {"replayed", pool.size() - band.size()}};
+        return pool;
+    }
+
+    // Stage 3.
+    void coder_phase(int64_t it, const std::vector<StoredTask>& pool, json& m) {
+        const auto& cc = cfg_.coder_phase;
+        json steps = json::array();
+        if (pool.empty()) {
+            m["coder"] = {{"steps", steps}, {"skipped", "empty pool"}};
+            return;
+        }
+        Progress bar("coder: CA-GRPO steps", cc.steps);
+        for (int s = 0; s < cc.steps && !stop_; ++s) {
+            std::vector<StoredTask> tasks = pool;
+            std::mt19937_64 rng(derive_seed(cfg_.seed, it, kCoderStage, static_cast<uint64_t>(s)));
+            std::shuffle(tasks.begin(), tasks.end(), rng);
+            tasks.resize(std::min(tasks.size(), static_cast<size_t>(cc.tasks_per_step)));
+            std::vector<std::vector<int64_t>> prompts;
+            for (const auto& t : tasks) prompts.push_back(coder_->encode_chat(prompt_.messages(t.source)));
+            CoderStepConfig c = coder_cfg(cc.group_size, cc.max_new_tokens, cc.temperature, cc.top_p,
+                                          derive_seed(cfg_.seed, it, kCoderStage, 1000 + static_cast<uint64_t>(s)));
+            CoderStepStats st;
+            // Samples are numbered across the iteration's steps, so a task drawn in two steps keeps
+            // distinct record keys.
+            const int first = s * cc.group_size;
+            Judged j = coder_rollouts(it, "coder", tasks, prompts, first, c, st);
+            auto t0 = std::chrono::steady_clock::now();
+            score_rollouts(j.rollouts, tasks.size(), rewards_, c, st);
+            std::vector<RolloutRecord> out;
+            std::vector<int> passed(tasks.size(), 0), judged(tasks.size(), 0);
+            std::vector<double> speedups;
+            for (size_t i = 0; i < j.rollouts.size(); ++i) {
+                const Rollout& r = j.rollouts[i];
+                if (!r.outcome.infra_error) ++judged[r.task], passed[r.task] += r.outcome.correct;
+                if (r.outcome.correct && r.outcome.speedup_eager) speedups.push_back(*r.outcome.speedup_eager);
+                out.push_back(record(it, "coder", tasks[r.task].hash, first + r.sample, prompts[r.task], r, j.verdicts[i],
+                                     version("coder", it)));
+            }
+            append(out);
+            if (!j.replayed) add_attempts(tasks, j, "coder@iter-" + std::to_string(it - 1));
+            for (size_t t = 0; t < tasks.size(); ++t)
+                if (judged[t]) frontier_.update(tasks[t].apis, passed[t], judged[t]);
+            st.judge_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            update_policy(coder_->model(), coder_->optimizer(), prompts, j.rollouts, c, st);
+            double geo = 0;
+            for (double x : speedups) geo += std::log(x);
+            steps.push_back({{"step", s},
+                             {"completions", st.completions},
+                             {"correct", st.correct},
+                             {"pass_rate", st.completions ? static_cast<double>(st.correct) / st.completions : 0.0},
+                             {"mean_reward", st.mean_reward},
+                             {"groups", st.groups},
+                             {"zero_signal_groups", st.zero_signal_groups},
+                             {"gate_open_rate", st.groups ? static_cast<double>(st.gate_open_groups) / st.groups : 0.0},
+                             {"geomean_speedup", speedups.empty() ? json(nullptr) : json(std::exp(geo / speedups.size()))},
+                             {"loss", st.loss},
+                             {"kl", st.kl},
+                             {"clip_fraction", st.clip_fraction},
+                             {"grad_norm", st.grad_norm},
+                             {"loss_tokens", st.loss_tokens},
+                             {"updated", st.updated},
+                             {"replayed", j.replayed},
+                             {"generate_s", st.generate_s},
+                             {"update_s", st.update_s}});
+            bar.advance();
+        }
+        m["coder"] = {{"steps", steps}};
+        if (rewards_.batch_correct_ema()) m["coder"]["batch_correct_ema"] = *rewards_.batch_correct_ema();
+    }
+
+    // Stage 4: bench's run on the held-out set, into eval/iter-K (resumable by itself).
+    void evaluate(int64_t it, json& m) {
+        BenchOptions bo;
+        bo.out_dir = run_.eval_dir(it);
+        bo.format = format_;
+        bo.samples = cfg_.eval.samples;
+        bo.ks = {1};
+        if (cfg_.eval.samples >= 10) bo.ks.push_back(10);
+        bo.resume = fs::exists(bo.out_dir + "/run.json");
+        bo.progress = false;
+        bo.in_flight = cfg_.verifier.in_flight;
+        SamplingParams sp;
+        sp.temperature = cfg_.eval.temperature;
+        sp.seed = derive_seed(cfg_.seed, it, kEvalStage);
+        bo.settings = {{"temperature", sp.temperature}, {"max_new_tokens", cfg_.eval.max_new_tokens},
+                       {"model_version", "coder@iter-" + std::to_string(it)}};
+        PolicySource source(coder_->model(), coder_->tokenizer(), coder_->stops(), sp, cfg_.eval.max_new_tokens, 8,
+                            "coder@iter-" + std::to_string(it));
+        BenchMetrics bm = run_bench(load_task_dirs(cfg_.eval.tasks), bo, &source, *verifier_, stop_);
+        json o = bm.overall.to_json();
+        m["eval"] = {{"tasks", o.value("tasks", 0)},
+                     {"samples", o.value("samples", 0)},
+                     {"correct", o.value("correct", 0)},
+                     {"pass_at_k", o.value("pass_at_k", json::object())},
+                     {"fast_p_eager", o.value("fast_p_eager", json::object())},
+                     {"geomean_speedup_eager", o.value("geomean_speedup_eager", json(nullptr))},
+                     {"report", bo.out_dir + "/report.html"}};
+    }
+
+    // Stage 5: everything an exact resume needs, in one directory renamed into place.
+    void checkpoint(int64_t it, json& m) {
+        m["tokens_sampled"] = tokens_;
+        m["verified"] = verified_;
+        m["verify_s"] = verify_s_;
+        m["verifier_jobs_per_min"] = verify_s_ > 0 ? 60.0 * verified_ / verify_s_ : 0.0;
+        m["stage_s"] = timer_.to_json();
+        run_.commit_checkpoint(it, [&](const std::string& dir) {
+            coder_->save(dir + "/coder");
+            if (proposer_) proposer_->save(dir + "/proposer");
+            json state = {{"iteration", it}, {"frontier", frontier_.to_json()}, {"metrics", m}};
+            if (rewards_.batch_correct_ema()) state["batch_correct_ema"] = *rewards_.batch_correct_ema();
+            write_file_atomic(dir + "/state.json", state.dump(2) + "\n");
+        });
+        tokens_ = verified_ = 0;
+        verify_s_ = 0;
+    }
+
+    void restore(int64_t it) {
+        const std::string dir = run_.checkpoint_dir(it);
+        json state = json::parse(read_file(dir + "/state.json"));
+        coder_->restore(dir + "/coder");
+        if (proposer_) proposer_->restore(dir + "/proposer");
+        frontier_.from_json(state.at("frontier"));
+        if (state.contains("batch_correct_ema")) rewards_.set_batch_correct_ema(state["batch_correct_ema"].get<double>());
+        run_.record_metrics(it, state.at("metrics"));  // a no-op unless the crash came between checkpoint and metrics
+        std::fprintf(stderr, "[train] resumed after iteration %lld\n", static_cast<long long>(it));
+    }
+
+    const TrainConfig& cfg_;
+    const std::atomic<bool>& stop_;
+    RunDir run_;
+    int64_t last_iteration_;
+    ApiCatalog catalog_;
+    TaskStore store_;
+    CoderFormat format_;
+    CoderPrompt prompt_;
+    FrontierTracker frontier_;
+    CoderRewards rewards_;
+    RecordIndex records_;
+    std::unique_ptr<Policy> coder_, proposer_;
+    std::unique_ptr<Verifier> verifier_;
+    std::unique_ptr<TaskPipeline> pipeline_;
+    StageTimer timer_;
+    int64_t tokens_ = 0, verified_ = 0;
+    double verify_s_ = 0;
+};
+
+}  // namespace
+
+int64_t run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop) {
+    cfg.validate();
+    Trainer t(cfg, opts, stop);
+    return t.run();
+}
+
+}  // namespace kz

@@ -1,0 +1,37 @@
+// The co-evolution trainer (design 6.5). Iteration k runs named, timed stages over one run directory
+// (train/run_dir.h):
+//   propose       draw API sets from the frontier; the Proposer writes modules; validation and the
+//                 task store; the symbolic generator fills in when too few are valid; the Coder is
+//                 measured on each valid module (p-hat over G samples, verified); frontier updated;
+//                 Proposer rewards (6.2) and one Proposer update
+//   refresh_pool  modules with p-hat in the band, plus replay of older stored tasks
+//   coder         CA-GRPO steps (6.3, 6.4) on the pool
+//   eval          the Coder on the fixed held-out task set (bench's metrics and report)
+//   checkpoint    both policies, optimizer states, rewards' and frontier's state, the iteration's metrics
+//
+// Every sampled completion becomes a rollout record, appended durably once its step is judged. A run
+// killed anywhere resumes from its last checkpoint: the unfinished iteration runs again with the
+// same seeds, and every step whose records are already complete is replayed from them (no new
+// sampling, no new verification), so nothing recorded is lost or recorded twice.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "train/train_config.h"
+
+namespace kz {
+
+struct TrainOptions {
+    std::string out_dir;
+    bool resume = false;
+    std::optional<int> iterations;  // overrides the configuration's
+};
+
+// Runs iterations up to the configured number. Returns the last finished iteration. Throws
+// std::runtime_error naming the cause (bad run directory, model, verifier start); when `stop` is set
+// it returns at the next step boundary without checkpointing the unfinished iteration.
+int64_t run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop);
+
+}  // namespace kz
