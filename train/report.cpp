@@ -189,11 +189,19 @@ std::string write_train_report(const std::string& dir) {
     o << "<h2>Capability map</h2>" << capability_map(frontiers);
 
     o << "<h2>Stage times (s)</h2><table><tr><th>iteration</th>";
-    std::vector<std::string> stages;
+    // The trainer's order first (JSON objects come back sorted by name), then anything else.
+    std::vector<std::string> stages = {"propose", "refresh_pool", "coder", "eval", "checkpoint"};
     for (const auto& m : metrics)
         if (m.contains("stage_s"))
             for (auto& [k, v] : m["stage_s"].items())
                 if (std::find(stages.begin(), stages.end(), k) == stages.end()) stages.push_back(k);
+    stages.erase(std::remove_if(stages.begin(), stages.end(),
+                                [&](const std::string& s) {
+                                    return std::none_of(metrics.begin(), metrics.end(), [&](const json& m) {
+                                        return m.contains("stage_s") && m["stage_s"].contains(s);
+                                    });
+                                }),
+                 stages.end());
     for (const auto& s : stages) o << "<th>" << html_escape(s) << "</th>";
     o << "</tr>";
     for (const auto& m : metrics) {

@@ -207,9 +207,10 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     }
 
     const json& timing = run.value("timing", json());
-    // After forward returns (in the check iterations, run without the spin), at most forward's device
-    // time (the events' interval) is left on the timed stream: a synchronise that waits much longer
-    // (beyond the harness's own, measured alongside) waits for other streams.
+    // Measured in the check iterations (run without the spin): once the timed stream's end event has
+    // completed, a device-wide synchronise that still waits (beyond the harness's own, measured
+    // alongside) waits for other streams. Honest forwards leave nothing there; the bound allows
+    // forward's own device time twice over plus the host's noise.
     auto ev = stats(timing.value("event_ms", json()));
     auto outside = stats(timing.value("outside_stream_ms", json()));
     if (ev && outside) {

@@ -250,9 +250,9 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     timed with its waits, as it should be.
 
     Work on other streams could run during the spin, unseen by the events, so `checks` further
-    iterations run without it: there, after forward returns, at most forward's own device time is
-    left on the timed stream, and `outside_stream_ms` is how much longer than that the device-wide
-    synchronise waited (beyond the harness's own synchronise, measured next to it).
+    iterations run without it and measure `outside_stream_ms`: once the timed stream's end event has
+    completed, how long a device-wide synchronise still waits, beyond what a synchronise with nothing
+    to wait for costs the harness at that moment.
 
     `host_ms` is the host's time in the call (on CUDA: enqueueing, not waiting). Returns (timings,
     last_outputs) where last_outputs[m] is the output of the last iteration that ran on input set m."""
@@ -303,10 +303,14 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
             out = fn(*buf)
             end.record()
             returned = time.perf_counter()
+            # First wait for the timed stream alone, then for the whole device: the second wait is
+            # work on other streams. Both it and the harness's reference synchronise below start with
+            # the timed stream idle, so the host's wake-up latency (large and erratic on a loaded
+            # host) is in both and cancels.
+            end.synchronize()
+            t_end = time.perf_counter()
             torch.cuda.synchronize(dev)
-            h1 = time.perf_counter()
-            # What a synchronise with nothing left to wait for costs the harness at this moment (a
-            # loaded host wakes late), so that only the candidate's share counts.
+            t_all = time.perf_counter()
             n0 = time.perf_counter()
             torch.cuda.synchronize(dev)
             n1 = time.perf_counter()
@@ -318,7 +322,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 spin_ms.append(spin)
                 host_bound += enqueue > spin
             elif j >= warmup:
-                outside_ms.append(((h1 - returned) - (n1 - n0)) * 1e3)
+                outside_ms.append(((t_all - t_end) - (n1 - n0)) * 1e3)
             last[s] = out
     result = {"host_ms": summary(host_ms) if host_ms else None,
               "event_ms": summary(event_ms) if event_ms else None,
