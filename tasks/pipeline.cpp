@@ -46,11 +46,15 @@ TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, Pipeline
 }
 
 TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std::string>& apis, int level,
-                                const std::string& origin) {
-    // A source already stored is that record, judged as it was: submitting again (a trainer re-running
-    // an iteration after a crash) must not find it a duplicate of itself.
-    if (auto existing = store_.task_by_hash(sha256_hex(source))) return *existing;
+                                const std::string& origin, const std::string& submission) {
+    // The same submission again (a trainer re-running an iteration after a crash) is the stored
+    // record, judged as it was, not a duplicate of itself.
+    if (!submission.empty())
+        if (auto existing = store_.task_by_hash(sha256_hex(source));
+            existing && existing->validation.value("info", nlohmann::json::object()).value("submission", "") == submission)
+            return *existing;
     TaskValidation v = validator_.validate(source, apis);
+    if (!submission.empty()) v.info["submission"] = submission;
     TaskRecord t = unvalidated_task(source, apis, level, origin, "");
     auto sh = shingles(source);
     auto closest = [&](const auto& items) {  // (highest similarity, its label)

@@ -29,10 +29,12 @@ TaskRecord unvalidated_task(const std::string& source, const std::vector<std::st
 class TaskPipeline {
 public:
     TaskPipeline(const ApiCatalog& catalog, TaskStore& store, PipelineOptions opts);
-    // Validates, checks novelty and contamination, stores (valid or not). Returns the stored record;
-    // a source stored before (same exact hash) returns that record unchanged.
+    // Validates, checks novelty and contamination, stores (valid or not). Returns the stored record.
+    // `submission` (optional) names the submitter's step, e.g. "<run id>/iter-3": a source stored
+    // before by the same submission is returned unchanged, so that a step run again after a crash
+    // gets the verdict it got the first time; from any other submission it is not novel.
     TaskRecord submit(const std::string& source, const std::vector<std::string>& apis, int level,
-                      const std::string& origin);
+                      const std::string& origin, const std::string& submission = "");
 
 private:
     TaskStore& store_;

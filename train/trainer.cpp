@@ -237,6 +237,8 @@ private:
         for (const auto& r : fresh) records_.add(r);
     }
 
+    std::string submission(int64_t it) const { return run_.run_id() + "/iter-" + std::to_string(it); }
+
     std::string version(const std::string& who, int64_t it) const { return who + "@iter-" + std::to_string(it - 1); }
 
     // Samples (or replays) G completions per task from the Coder and judges them.
@@ -325,7 +327,7 @@ private:
                 outcomes[i].parsed = pp.ok;
                 if (pp.ok) {
                     const ApiSet& set = sets[proposals[i].task];
-                    tasks[i] = pipeline_->submit(pp.source, set.apis, set.level, "proposer");
+                    tasks[i] = pipeline_->submit(pp.source, set.apis, set.level, "proposer", submission(it));
                     outcomes[i].valid = tasks[i]->valid;
                     parsed_sources.push_back(pp.source);
                     parsed_index.push_back(i);
@@ -349,7 +351,7 @@ private:
             for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid; ++attempt) {
                 const ApiSet& set = sets[static_cast<size_t>(attempt) % sets.size()];
                 GeneratedTask g = generate_task(catalog_, set, sizes, srng);
-                TaskRecord t = pipeline_->submit(g.source, g.apis, set.level, "symbolic");
+                TaskRecord t = pipeline_->submit(g.source, g.apis, set.level, "symbolic", submission(it));
                 if (t.valid && seen.insert(t.id).second) {
                     modules.push_back(stored(t));
                     ++symbolic;
