@@ -13,11 +13,7 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string fmt(double v, const char* f = "%.3f") {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
+std::string fmt(double v, const char* f = "%.3f") { return format_number(v, f); }
 std::string fmt_opt(const std::optional<double>& v, const char* f = "%.3f") { return v ? fmt(*v, f) : "–"; }
 std::string pct(double v) { return fmt(100 * v, "%.1f%%"); }
 std::string pct_opt(const std::optional<double>& v) { return v ? pct(*v) : "–"; }

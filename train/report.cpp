@@ -21,11 +21,7 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string num(double v, const char* f = "%.3g") {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
+std::string num(double v, const char* f = "%.3g") { return format_number(v, f); }
 
 // A value at a JSON pointer path, if it is a number.
 std::optional<double> at(const json& j, const std::string& pointer) {
