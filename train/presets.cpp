@@ -61,20 +61,30 @@ in_flight = 2
 timing_iters = 3
 )";
 
-// The same loop on one GPU: policies in bf16 on CUDA, candidates and validation on the GPU.
+// The same loop on one GPU: policies in bf16 on CUDA, candidates and validation on the GPU. The Coder
+// first learns the known-good Triton answers by heart (warm start: SFT, full fine-tuning), so that
+// it writes kernels the verifier runs: its greedy answers on the evaluation tasks, and whatever its
+// samples on the pool's tasks become.
 const char* kTinyGpu = R"(name = "tiny-gpu"
 seed = 0
 iterations = 2
 device = "cuda"
 verify_device = "cuda"
 backend = "triton"
+warm_start = true
 
 [coder]
 model = "init:small"
 tokenizer = "data/qwen2.5-tokenizer"
-lora_rank = 16
-lora_alpha = 32
-lr = 1e-4
+full_finetune = true
+lr = 1e-5
+
+[sft]
+tasks = "examples/known_good/tasks"
+candidates = "examples/known_good/triton"
+epochs = 60
+batch_size = 4
+lr = 1e-3
 
 [proposer]
 model = "init:small"
@@ -87,7 +97,7 @@ lr = 1e-4
 api_sets = 4
 samples_per_set = 4
 probe_samples = 4
-max_new_tokens = 512
+max_new_tokens = 1024
 levels = [1, 2]
 sizes = "typical"
 min_valid = 4
@@ -96,14 +106,14 @@ min_valid = 4
 steps = 2
 tasks_per_step = 4
 group_size = 8
-max_new_tokens = 512
+max_new_tokens = 1024
 replay = 2
 
 [eval]
 tasks = ["examples/known_good/tasks"]
 samples = 2
 every = 1
-max_new_tokens = 512
+max_new_tokens = 1024
 
 [verifier]
 workers = 4

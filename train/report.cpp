@@ -186,7 +186,7 @@ std::string write_train_report(const std::string& dir) {
 
     o << "<h2>Stage times (s)</h2><table><tr><th>iteration</th>";
     // The trainer's order first (JSON objects come back sorted by name), then anything else.
-    std::vector<std::string> stages = {"propose", "refresh_pool", "coder", "eval", "checkpoint"};
+    std::vector<std::string> stages = {"warm_start", "propose", "refresh_pool", "coder", "eval", "checkpoint"};
     for (const auto& m : metrics)
         if (m.contains("stage_s"))
             for (auto& [k, v] : m["stage_s"].items())

@@ -8,6 +8,9 @@
 #include <random>
 #include <stdexcept>
 
+#include "bench/bench_run.h"
+#include "bench/coder_prompt.h"
+#include "common/files.h"
 #include "engine/hf_checkpoint.h"
 #include "train/policy.h"
 
@@ -23,9 +26,6 @@ json SftResult::to_json() const {
 
 namespace {
 
-struct Pair {
-    std::vector<int64_t> prompt, completion;
-};
 
 std::vector<ChatMessage> prompt_messages(const json& p, const std::string& where) {
     if (p.is_string()) return {{"user", p.get<std::string>()}};
@@ -42,89 +42,122 @@ std::vector<ChatMessage> prompt_messages(const json& p, const std::string& where
 
 }  // namespace
 
-SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop) {
+std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped) {
     const auto& s = cfg.sft;
-    if (s.data.empty()) throw std::runtime_error("sft.data is not set (a JSONL file of prompt/completion pairs)");
-    if (s.out.empty()) throw std::runtime_error("sft.out is not set (where the adapter goes)");
-    if (s.epochs < 1 || s.batch_size < 1) throw std::runtime_error("sft.epochs and sft.batch_size must be >= 1");
-    std::ifstream in(s.data);
-    if (!in) throw std::runtime_error("cannot read sft.data " + s.data);
-    auto t0 = std::chrono::steady_clock::now();
-    fs::create_directories(s.out);
-    const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
-    Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
-
-    SftResult r;
-    r.out = s.out;
-    std::vector<Pair> pairs;
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const std::string where = s.data + ":" + std::to_string(n);
-        json j;
-        try {
-            j = json::parse(line);
-        } catch (const json::exception& e) {
-            throw std::runtime_error(where + ": not JSON (" + std::string(e.what()) + ")");
-        }
-        if (!j.is_object() || !j.contains("prompt") || !j.contains("completion") || !j["completion"].is_string())
-            throw std::runtime_error(where + ": needs \"prompt\" and a string \"completion\"");
-        Pair p;
-        p.prompt = policy.encode_chat(prompt_messages(j["prompt"], where));
-        p.completion = policy.tokenizer().encode(j["completion"].get<std::string>());
-        if (!policy.stops().empty()) p.completion.push_back(policy.stops().front());
+    std::vector<SftPair> pairs;
+    int64_t too_long = 0;
+    auto add = [&](const std::vector<ChatMessage>& prompt, const std::string& completion) {
+        SftPair p;
+        p.prompt = policy.encode_chat(prompt);
+        p.completion = policy.tokenizer().encode(completion);
         // The chat template's end of turn when the tokenizer has one: what generation stops on.
-        if (auto im_end = policy.tokenizer().token_id("<|im_end|>")) p.completion.back() = *im_end;
-        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > s.max_tokens) {
-            ++r.skipped;
-            continue;
+        if (auto im_end = policy.tokenizer().token_id("<|im_end|>")) p.completion.push_back(*im_end);
+        else if (!policy.stops().empty()) p.completion.push_back(policy.stops().front());
+        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > s.max_tokens) ++too_long;
+        else pairs.push_back(std::move(p));
+    };
+    if (!s.data.empty()) {
+        std::ifstream in(s.data);
+        if (!in) throw std::runtime_error("cannot read sft.data " + s.data);
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n) {
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            const std::string where = s.data + ":" + std::to_string(n);
+            json j;
+            try {
+                j = json::parse(line);
+            } catch (const json::exception& e) {
+                throw std::runtime_error(where + ": not JSON (" + std::string(e.what()) + ")");
+            }
+            if (!j.is_object() || !j.contains("prompt") || !j.contains("completion") || !j["completion"].is_string())
+                throw std::runtime_error(where + ": needs \"prompt\" and a string \"completion\"");
+            add(prompt_messages(j["prompt"], where), j["completion"].get<std::string>());
         }
-        pairs.push_back(std::move(p));
     }
-    r.pairs = static_cast<int64_t>(pairs.size());
-    if (pairs.empty()) throw std::runtime_error(s.data + " holds no usable pair (" + std::to_string(r.skipped) + " too long)");
+    if (!s.tasks.empty()) {
+        CoderPrompt prompt = CoderPrompt::load(coder_format(cfg.backend, cfg.format));
+        for (const auto& t : load_task_dirs({s.tasks})) {
+            const fs::path cand = fs::path(s.candidates) / fs::path(t.path).filename();
+            if (!fs::is_regular_file(cand)) continue;  // tasks without a candidate are not pairs
+            add(prompt.messages(t.source), "```python\n" + read_file(cand.string()) + "```");
+        }
+    }
+    if (skipped) *skipped = too_long;
+    return pairs;
+}
 
+SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
+                    const std::atomic<bool>& stop) {
+    const auto& s = cfg.sft;
+    auto t0 = std::chrono::steady_clock::now();
+    SftResult r;
+    r.pairs = static_cast<int64_t>(pairs.size());
+    OptimConfig oc;
+    oc.lr = s.lr > 0 ? s.lr : cfg.coder.lr;
+    oc.weight_decay = cfg.coder.weight_decay;
+    oc.max_grad_norm = cfg.coder.max_grad_norm;
+    PolicyOptimizer opt(policy.optimizer().params(), oc);
     std::mt19937_64 rng(cfg.seed);
     const torch::Device dev = policy.model().device();
     for (int e = 0; e < s.epochs && !stop; ++e) {
         std::vector<size_t> order(pairs.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
         std::shuffle(order.begin(), order.end(), rng);
+        double epoch_loss = 0;
+        int64_t epoch_steps = 0;
         for (size_t b = 0; b < order.size() && !stop; b += static_cast<size_t>(s.batch_size)) {
             const size_t n = std::min(order.size() - b, static_cast<size_t>(s.batch_size));
             int64_t T = 0;
             for (size_t k = 0; k < n; ++k) {
-                const Pair& p = pairs[order[b + k]];
+                const SftPair& p = pairs[order[b + k]];
                 T = std::max<int64_t>(T, static_cast<int64_t>(p.prompt.size() + p.completion.size()));
             }
             const auto B = static_cast<int64_t>(n);
-            auto ids = torch::zeros({B, T}, torch::kInt64);
-            auto valid = torch::zeros({B, T}, torch::kBool);
-            auto weights = torch::zeros({B, T}, torch::kFloat32);  // 1 where ids[:, t] is a completion token
+            auto ids = torch::zeros({B, T}, torch::kInt64);        // (B, T)
+            auto valid = torch::zeros({B, T}, torch::kBool);       // (B, T)
+            auto weights = torch::zeros({B, T}, torch::kFloat32);  // (B, T): 1 where ids[:, t] is a completion token
             for (int64_t k = 0; k < B; ++k) {
-                const Pair& p = pairs[order[b + static_cast<size_t>(k)]];
+                const SftPair& p = pairs[order[b + static_cast<size_t>(k)]];
                 const auto P = static_cast<int64_t>(p.prompt.size()), L = static_cast<int64_t>(p.completion.size());
-                for (int64_t t = 0; t < P; ++t) ids[k][t] = p.prompt[static_cast<size_t>(t)];
-                for (int64_t t = 0; t < L; ++t) ids[k][P + t] = p.completion[static_cast<size_t>(t)];
+                ids[k].slice(0, 0, P).copy_(torch::tensor(p.prompt, torch::kInt64));
+                ids[k].slice(0, P, P + L).copy_(torch::tensor(p.completion, torch::kInt64));
                 valid[k].slice(0, 0, P + L).fill_(true);
                 weights[k].slice(0, P, P + L).fill_(1.0);
                 r.tokens += L;
             }
             TrainBatch batch{ids.to(dev), valid.to(dev), weights.to(dev)};
             const double loss = accumulate(policy.model(), batch, weighted_nll, 1);
-            policy.optimizer().step();
+            opt.step();
             if (r.steps == 0) r.first_loss = loss;
             r.last_loss = loss;
             ++r.steps;
-            std::fprintf(stderr, "[sft] epoch %d step %lld loss %.4f\n", e + 1, static_cast<long long>(r.steps), loss);
+            epoch_loss += loss;
+            ++epoch_steps;
         }
-    }
-    if (cfg.coder.full_finetune) {
-        save_hf_model(policy.model(), s.out + "/model", policy.model().dtype(), model_dir);
-    } else {
-        policy.save(s.out);
+        if (epoch_steps)
+            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f\n", e + 1, static_cast<long long>(epoch_steps),
+                         epoch_loss / static_cast<double>(epoch_steps));
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop) {
+    const auto& s = cfg.sft;
+    if (s.data.empty() && s.tasks.empty())
+        throw std::runtime_error("sft.data (a JSONL file of prompt/completion pairs) or sft.tasks is not set");
+    if (s.out.empty()) throw std::runtime_error("sft.out is not set (where the adapter goes)");
+    fs::create_directories(s.out);
+    const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
+    Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
+    int64_t skipped = 0;
+    auto pairs = load_sft_pairs(cfg, policy, &skipped);
+    if (pairs.empty()) throw std::runtime_error("no usable pair (" + std::to_string(skipped) + " too long)");
+    SftResult r = sft_train(policy, pairs, cfg, stop);
+    r.skipped = skipped;
+    r.out = s.out;
+    if (cfg.coder.full_finetune) save_hf_model(policy.model(), s.out + "/model", policy.model().dtype(), model_dir);
+    else policy.save(s.out);
     return r;
 }
 

@@ -2,7 +2,8 @@
 // completion tokens only (the stop token included, so the model learns to end), with the engine's
 // LoRA or full fine-tuning, AdamW and chunked log-probs. Each JSONL line:
 //   {"prompt": "text" | [{"role": ..., "content": ...}, ...], "completion": "text"}
-// A string prompt is one user message; both are rendered with the model's chat template. The result
+// A string prompt is one user message; both are rendered with the model's chat template. Pairs can
+// also come from a task directory and a candidate directory (sft.tasks, sft.candidates). The result
 // is a PEFT adapter (sft.out/adapter) that `train` starts from with coder.adapter, or, for full
 // fine-tuning, a Hugging Face directory (sft.out/model).
 #pragma once
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +26,24 @@ struct SftResult {
     nlohmann::json to_json() const;
 };
 
-// Throws std::runtime_error naming the file and line of a malformed pair, or a missing sft.data / out.
+class Policy;
+
+struct SftPair {
+    std::vector<int64_t> prompt, completion;  // completion ends with the end-of-turn token
+};
+
+// The pairs of cfg.sft (JSONL and/or task and candidate directories), tokenised for `policy`; pairs
+// longer than sft.max_tokens are counted in *skipped. Throws std::runtime_error naming the file and
+// line of a malformed pair.
+std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped);
+
+// Epochs of AdamW (sft.lr, or the policy's) over the policy's trainable parameters, loss on the
+// completion tokens. The policy's own optimizer is left untouched.
+SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
+                    const std::atomic<bool>& stop);
+
+// `kernelzero sft`: the Coder of cfg, trained and written to sft.out. Throws std::runtime_error naming
+// a malformed pair, or a missing sft.data / sft.tasks / sft.out.
 SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop);
 
 }  // namespace kz

@@ -174,6 +174,11 @@ void TrainConfig::validate() const {
     if (eval.samples < 1) bad("eval.samples", "must be >= 1");
     if (eval.every < 1) bad("eval.every", "must be >= 1");
     if (verifier.workers < 1) bad("verifier.workers", "must be >= 1");
+    if (sft.epochs < 1) bad("sft.epochs", "must be >= 1");
+    if (sft.batch_size < 1) bad("sft.batch_size", "must be >= 1");
+    if (sft.lr < 0) bad("sft.lr", "must be >= 0");
+    if (sft.tasks.empty() != sft.candidates.empty()) bad("sft.tasks/sft.candidates", "go together");
+    if (warm_start && sft.data.empty() && sft.tasks.empty()) bad("warm_start", "needs sft.data or sft.tasks");
     if (verifier.policy != "strict" && verifier.policy != "lenient") bad("verifier.policy", "must be strict or lenient");
 }
 
@@ -188,6 +193,7 @@ nlohmann::json TrainConfig::to_json() const {
             {"backend", backend},
             {"format", format},
             {"task_store", task_store},
+            {"warm_start", warm_start},
             {"coder", policy_json(coder)},
             {"proposer", policy_json(proposer)},
             {"propose",
@@ -210,7 +216,8 @@ nlohmann::json TrainConfig::to_json() const {
              {{"workers", verifier.workers}, {"in_flight", verifier.in_flight}, {"timing_iters", verifier.timing_iters},
               {"trials", verifier.trials}, {"timeout_s", verifier.timeout_s}, {"policy", verifier.policy}}},
             {"sft",
-             {{"data", sft.data}, {"epochs", sft.epochs}, {"batch_size", sft.batch_size},
+             {{"data", sft.data}, {"tasks", sft.tasks}, {"candidates", sft.candidates}, {"lr", sft.lr},
+              {"epochs", sft.epochs}, {"batch_size", sft.batch_size},
               {"max_tokens", sft.max_tokens}, {"out", sft.out}}}};
 }
 
@@ -233,6 +240,7 @@ TrainConfig parse_train_config(const std::string& text, const std::string& origi
     r.get("backend", c.backend);
     r.get("format", c.format);
     r.path("task_store", c.task_store, base_dir);
+    r.get("warm_start", c.warm_start);
     read_policy(r, "coder", c.coder, origin, base_dir);
     // The Proposer defaults to the Coder's base (its own copy and adapter).
     c.proposer = c.coder;
@@ -304,6 +312,9 @@ TrainConfig parse_train_config(const std::string& text, const std::string& origi
     {
         TableReader t(r.sub("sft"), "sft", origin);
         t.path("data", c.sft.data, base_dir);
+        t.path("tasks", c.sft.tasks, base_dir);
+        t.path("candidates", c.sft.candidates, base_dir);
+        t.get("lr", c.sft.lr);
         t.get("epochs", c.sft.epochs);
         t.get("batch_size", c.sft.batch_size);
         t.get("max_tokens", c.sft.max_tokens);

@@ -79,6 +79,10 @@ struct VerifierSpec {
 
 struct SftSpec {
     std::string data;              // JSONL: {"prompt": str | [messages], "completion": str}
+    // And/or pairs from two directories: each task file of `tasks` with the candidate of the same
+    // name in `candidates`, as the Coder prompt and a ```python block (the answer format it asks for).
+    std::string tasks, candidates;
+    double lr = 0;                 // 0: the policy's lr
     int epochs = 1;
     int batch_size = 8;
     int64_t max_tokens = 4096;     // longer pairs are skipped (counted)
@@ -94,6 +98,7 @@ struct TrainConfig {
     std::string backend = "triton";    // triton | cuda
     std::string format;                // cuda: nvrtc (default) | inline
     std::string task_store;            // "" = <run>/tasks.sqlite
+    bool warm_start = false;           // train: SFT of the Coder on [sft] before iteration 1 (stage warm_start)
     PolicySpec coder, proposer;
     ProposerPhase propose;
     CoderPhase coder_phase;

@@ -22,6 +22,7 @@
 #include "train/policy.h"
 #include "train/rollout_log.h"
 #include "train/run_dir.h"
+#include "train/sft.h"
 #include "train/verifier_judge.h"
 #include "verify/baseline_cache.h"
 #include "verify/verifier.h"
@@ -172,6 +173,8 @@ private:
     bool iteration(int64_t it) {
         timer_.reset(it);
         json m = {{"iteration", it}};
+        if (it == 1 && cfg_.warm_start) timer_.run("warm_start", [&] { warm_start(m); });
+        if (stop_) return false;
         std::vector<StoredTask> band;
         if (cfg_.propose.enabled) band = timer_.run("propose", [&] { return propose(it, m); });
         if (stop_) return false;
@@ -282,6 +285,16 @@ private:
         int64_t n = 0;
         for (const auto& r : rs) n += static_cast<int64_t>(r.completion_ids.size());
         return n;
+    }
+
+    // Stage 0 (iteration 1 only): SFT of the Coder on [sft] (design 6.6), then RL from there.
+    void warm_start(json& m) {
+        int64_t skipped = 0;
+        auto pairs = load_sft_pairs(cfg_, *coder_, &skipped);
+        if (pairs.empty()) throw std::runtime_error("warm_start: [sft] gives no usable pair");
+        SftResult r = sft_train(*coder_, pairs, cfg_, stop_);
+        r.skipped = skipped;
+        m["warm_start"] = r.to_json();
     }
 
     // Stage 1. Returns the valid modules whose p-hat lies in the band.

@@ -598,6 +598,24 @@ TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
     EXPECT_LT(res["last_loss"].get<double>(), res["first_loss"].get<double>() - 0.5) << res.dump();
     EXPECT_TRUE(fs::is_regular_file(dir + "/sft-out/adapter/adapter_config.json"));
 
+    // Pairs from a task directory and a candidate directory (a task without a candidate is no pair),
+    // and SFT as the trainer's warm start.
+    const std::string tasks = task_dir("warm-tasks", {"relu.py", "gelu.py", "softmax.py"});
+    fs::create_directories(dir + "/warm-cands");
+    for (const char* f : {"relu.py", "gelu.py"})
+        fs::copy_file(kSrc + "/examples/known_good/triton/" + f, dir + "/warm-cands/" + f);
+    std::ofstream(dir + "/warm.toml") << "seed = 1\niterations = 1\nwarm_start = true\n[coder]\nmodel = \"init:tiny\"\n"
+                                      << "tokenizer = \"" << kSrc << "/data/qwen2.5-tokenizer\"\n[propose]\nenabled = false\n"
+                                      << "[coder_phase]\nsteps = 0\n[sft]\ntasks = \"" << tasks
+                                      << "\"\ncandidates = \"" << dir
+                                      << "/warm-cands\"\nepochs = 2\nbatch_size = 2\nlr = 0.01\n";
+    auto warm = run({"train", "--config", dir + "/warm.toml", "--out", dir + "/warm-run"}, dir);
+    ASSERT_EQ(warm.code, 0) << warm.err;
+    json m = results(dir + "/warm-run/metrics.jsonl").at(0);
+    EXPECT_EQ(m["warm_start"]["pairs"].get<int>(), 2) << m.dump();
+    EXPECT_EQ(m["warm_start"]["steps"].get<int>(), 2) << m.dump();
+    EXPECT_TRUE(m["stage_s"].contains("warm_start")) << m.dump();
+
     std::ofstream(dir + "/bad.jsonl") << "{\"prompt\": \"x\"}\n";
     auto bad = run({"sft", "--config", dir + "/sft.toml", "--data", dir + "/bad.jsonl"}, dir);
     EXPECT_EQ(bad.code, 2);
