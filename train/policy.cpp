@@ -59,11 +59,16 @@ Policy::Policy(std::string name, const PolicySpec& spec, const std::string& mode
         }
         params = lora_parameters(model_);
     }
-    OptimConfig oc;
-    oc.lr = spec.lr;
-    oc.weight_decay = spec.weight_decay;
-    oc.max_grad_norm = spec.max_grad_norm;
-    opt_ = std::make_unique<PolicyOptimizer>(std::move(params), oc);
+    optim_.lr = spec.lr;
+    optim_.weight_decay = spec.weight_decay;
+    optim_.max_grad_norm = spec.max_grad_norm;
+    opt_ = std::make_unique<PolicyOptimizer>(std::move(params), optim_);
+}
+
+void Policy::reset_optimizer() {
+    auto params = opt_->params();
+    opt_.reset();
+    opt_ = std::make_unique<PolicyOptimizer>(std::move(params), optim_);
 }
 
 std::vector<int64_t> Policy::encode_chat(const std::vector<ChatMessage>& messages) const {

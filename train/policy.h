@@ -32,6 +32,9 @@ public:
     const Tokenizer& tokenizer() const { return tok_; }
     const std::vector<int64_t>& stops() const { return stops_; }
     PolicyOptimizer& optimizer() { return *opt_; }
+    // A fresh optimizer over the current weights: after they were changed outside it (SFT with its
+    // own optimizer), whose fp32 masters of a bf16 model would otherwise write the old weights back.
+    void reset_optimizer();
     std::vector<int64_t> encode_chat(const std::vector<ChatMessage>& messages) const;
 
     // DIR/optimizer.pt and, for LoRA, DIR/adapter/ (PEFT format).
@@ -47,6 +50,7 @@ private:
     ChatFormat chat_;
     std::vector<int64_t> stops_;
     LoraConfig lora_;
+    OptimConfig optim_;
     std::unique_ptr<PolicyOptimizer> opt_;
 };
 

@@ -89,6 +89,7 @@ lr = 1e-3
 [proposer]
 model = "init:small"
 tokenizer = "data/qwen2.5-tokenizer"
+full_finetune = false
 lora_rank = 16
 lora_alpha = 32
 lr = 1e-4

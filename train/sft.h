@@ -38,7 +38,8 @@ struct SftPair {
 std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped);
 
 // Epochs of AdamW (sft.lr, or the policy's) over the policy's trainable parameters, loss on the
-// completion tokens. The policy's own optimizer is left untouched.
+// completion tokens. The policy's own optimizer is left untouched: Policy::reset_optimizer() before
+// training the policy further with it.
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop);
 

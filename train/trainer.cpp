@@ -293,6 +293,7 @@ private:
         auto pairs = load_sft_pairs(cfg_, *coder_, &skipped);
         if (pairs.empty()) throw std::runtime_error("warm_start: [sft] gives no usable pair");
         SftResult r = sft_train(*coder_, pairs, cfg_, stop_);
+        coder_->reset_optimizer();
         r.skipped = skipped;
         m["warm_start"] = r.to_json();
     }
