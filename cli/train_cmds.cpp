@@ -71,6 +71,10 @@ Runner add_train(CLI::App& app) {
                         o.out_dir.c_str());
             return 0;
         } catch (const std::exception& e) {
+            if (g_stop) {
+                std::fprintf(stderr, "kernelzero train: interrupted (%s); --resume continues\n", e.what());
+                return 130;
+            }
             return fail("train", e.what());
         }
     };

@@ -186,7 +186,6 @@ private:
         if (stop_) return false;
         timer_.run("checkpoint", [&] { checkpoint(it, m); });
         m["stage_s"] = timer_.to_json();
-        m["frontier_size"] = frontier_.stats().size();
         // The metrics travel in the checkpoint too (written before this line), so that a crash
         // between the two still records them on resume.
         run_.record_metrics(it, m);
@@ -587,6 +586,7 @@ private:
 
     // Stage 5: everything an exact resume needs, in one directory renamed into place.
     void checkpoint(int64_t it, json& m) {
+        m["frontier_size"] = frontier_.stats().size();
         m["tokens_sampled"] = tokens_;
         m["verified"] = verified_;
         m["verify_s"] = verify_s_;
