@@ -3,6 +3,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "train/data_parallel.h"
+
 namespace kz {
 
 namespace {
@@ -107,37 +109,39 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
 }
 
 void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,
-                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st) {
+                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st, Collective* dp) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<const Rollout*> train_rows;
     for (const auto& r : rollouts)
         if (r.in_loss) train_rows.push_back(&r);
-    if (!train_rows.empty()) {
-        std::vector<Packed> mbs;
-        for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
-            mbs.push_back(pack({train_rows.begin() + static_cast<std::ptrdiff_t>(i),
-                                train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
-                               prompts, policy.device()));
-        std::vector<torch::Tensor> old_lp, ref_lp;
-        std::vector<double> tokens;  // counted tokens per micro-batch
-        double total_tokens = 0;
-        {
-            torch::NoGradGuard no_grad;
-            for (auto& mb : mbs) {
-                old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
-                tokens.push_back(mb.mask.sum().item<double>());
-                total_tokens += tokens.back();
-                if (cfg.loss.kl_beta > 0) {
-                    const bool was = policy.lora_enabled;
-                    policy.lora_enabled = false;
-                    ref_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
-                    policy.lora_enabled = was;
-                }
+    std::vector<Packed> mbs;
+    for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
+        mbs.push_back(pack({train_rows.begin() + static_cast<std::ptrdiff_t>(i),
+                            train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
+                           prompts, policy.device()));
+    std::vector<torch::Tensor> old_lp, ref_lp;
+    std::vector<double> tokens;  // counted tokens per micro-batch
+    double total_tokens = 0;
+    {
+        torch::NoGradGuard no_grad;
+        for (auto& mb : mbs) {
+            old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+            tokens.push_back(mb.mask.sum().item<double>());
+            total_tokens += tokens.back();
+            if (cfg.loss.kl_beta > 0) {
+                const bool was = policy.lora_enabled;
+                policy.lora_enabled = false;
+                ref_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+                policy.lora_enabled = was;
             }
         }
+    }
+    // Token-level normalisation over the whole batch: every rank's tokens.
+    const double batch_tokens = dp ? dp->sum(total_tokens) : total_tokens;
+    if (batch_tokens > 0) {
         st.loss = st.policy = st.kl = st.clip_fraction = 0;
         for (size_t i = 0; i < mbs.size(); ++i) {
-            const double share = tokens[i] / std::max(1.0, total_tokens);
+            const double share = tokens[i] / batch_tokens;
             PolicyLossStats ls;
             LossFn fn = [&](const torch::Tensor& logp, const TrainBatch&) {
                 return policy_loss(logp, old_lp[i], ref_lp.empty() ? torch::Tensor() : ref_lp[i], mbs[i].advantages,
@@ -150,7 +154,15 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             st.kl += ls.kl * share;
             st.clip_fraction += ls.clip_fraction * share;
         }
-        st.loss_tokens = static_cast<int64_t>(total_tokens);
+        if (dp) {
+            std::vector<torch::Tensor> s = {torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction}, torch::kFloat64).to(dp->device())};
+            dp->all_reduce_sum(s);
+            auto v = s[0].cpu();
+            st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),
+            st.clip_fraction = v[3].item<double>();
+            all_reduce_gradients(*dp, optimizer.params());
+        }
+        st.loss_tokens = static_cast<int64_t>(batch_tokens);
         st.grad_norm = optimizer.step();
         st.updated = true;
     }

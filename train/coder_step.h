@@ -23,6 +23,8 @@
 
 namespace kz {
 
+class Collective;
+
 struct CoderStepConfig {
     int group_size = 8;             // G completions per task
     int64_t max_new_tokens = 1024;
@@ -71,8 +73,12 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
 
 // The clipped-surrogate update over the rollouts with in_loss set (advantages given), token-normalised
 // across micro-batches; one optimizer step. No rollout in the loss: no step (stats.updated false).
+// With `dp` (data parallelism, train/data_parallel.h), each rank passes its own share of the batch:
+// tokens are normalised over every rank's, gradients summed across ranks before the (identical) step,
+// and the loss statistics are the batch's. Every rank must call it, with rows or without.
 void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,
-                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& stats);
+                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& stats,
+                   Collective* dp = nullptr);
 
 // `prompts` are token ids (rendered chat prompts), one per task. Throws std::runtime_error when the
 // judge returns the wrong number of outcomes.

@@ -1,0 +1,51 @@
+// Data parallelism across processes (design section 9): one process per GPU (or CPU rank), PyTorch's
+// c10d process groups, NCCL on GPUs and gloo on the CPU, set up from torchrun-style environment
+// variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) so that torchrun, Slurm or MPI
+// launchers work unchanged. What the trainer needs of it: sums across ranks (gradients, token counts)
+// and a broadcast (rank 0's weights at the start).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace kz {
+
+struct DistEnv {
+    int rank = 0, world = 1, local_rank = 0;
+    std::string master_addr = "127.0.0.1";
+    int master_port = 29500;
+    // The launcher's variables; nullopt when WORLD_SIZE is unset. Throws std::invalid_argument naming
+    // a variable that is set but malformed (or a rank outside the world).
+    static std::optional<DistEnv> from_environment();
+};
+
+// The ranks' collective operations. Every rank must make the same calls in the same order.
+class Collective {
+public:
+    virtual ~Collective() = default;
+    virtual int rank() const = 0;
+    virtual int world() const = 0;
+    virtual torch::Device device() const = 0;  // where its tensors live: the CPU (gloo) or this rank's GPU
+    // In place: each tensor becomes the sum of that tensor over the ranks.
+    virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+    // In place: each tensor becomes rank `root`'s.
+    virtual void broadcast(std::vector<torch::Tensor>& tensors, int root = 0) = 0;
+    double sum(double local);  // all_reduce_sum of one number
+};
+
+// A c10d process group: "gloo" (CPU tensors) or "nccl" (CUDA tensors). Rank 0 hosts the TCP store at
+// master_addr:master_port; the others connect to it (within `timeout`). NCCL's NVLink multicast is
+// turned off (NCCL_NVLS_ENABLE=0) unless the environment sets it. Throws std::runtime_error naming
+// the backend and the cause.
+std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::string& backend,
+                                               std::chrono::seconds timeout = std::chrono::seconds(300));
+
+// Averages or sums the gradients of `params` across the ranks: a parameter without a gradient on this
+// rank contributes zeros (every rank must all-reduce the same list).
+void all_reduce_gradients(Collective& c, const std::vector<std::pair<std::string, torch::Tensor>>& params);
+
+}  // namespace kz
