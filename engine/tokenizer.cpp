@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -147,7 +149,10 @@ struct Tokenizer::Impl {
     bool ignore_merges = false;
     std::optional<int64_t> eos, pad;
     std::string chat_template;
-    mutable std::unordered_map<std::string, std::vector<int64_t>> cache;  // piece -> ids (short pieces)
+    // piece -> ids (short pieces). Encoding is const and called from several threads at once (the
+    // server's HTTP handlers), so the cache is guarded: shared for lookups, exclusive for inserts.
+    mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
+    mutable std::shared_mutex cache_mu;
 
     void bpe(const std::string& piece, std::vector<int64_t>& out) const;
     void encode_text(const std::string& text, std::vector<int64_t>& out) const;
@@ -170,6 +175,7 @@ void Tokenizer::Impl::bpe(const std::string& piece, std::vector<int64_t>& out) c
     }
     bool cacheable = piece.size() <= 64;
     if (cacheable) {
+        std::shared_lock lock(cache_mu);
         if (auto it = cache.find(piece); it != cache.end()) {
             out.insert(out.end(), it->second.begin(), it->second.end());
             return;
@@ -208,7 +214,10 @@ void Tokenizer::Impl::bpe(const std::string& piece, std::vector<int64_t>& out) c
             throw std::runtime_error("BPE produced a symbol outside the vocabulary (tokenizer.json is inconsistent)");
         ids.push_back(it->second);
     }
-    if (cacheable) cache.emplace(piece, ids);
+    if (cacheable) {
+        std::unique_lock lock(cache_mu);
+        cache.emplace(piece, ids);
+    }
     out.insert(out.end(), ids.begin(), ids.end());
 }
 

@@ -2,8 +2,8 @@
 // added tokens matched whole first (leftmost, longest), NFC normalisation (utf8proc), the
 // pre-tokenizer's Split regex with Unicode properties (PCRE2, JIT), byte-to-unicode mapping, then
 // merges by rank. Decoding is exact: the bytes of the tokens, concatenated. No torch here.
-// Thread safety: encode() fills a per-instance cache of pieces; share an instance across threads only
-// behind a lock (or give each thread its own).
+// Thread safety: every const method may be called from several threads at once (encode() fills a
+// per-instance cache of pieces, guarded by a shared mutex).
 #pragma once
 
 #include <cstdint>
