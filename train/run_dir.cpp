@@ -145,7 +145,7 @@ void RunDir::finish_checkpoint(int64_t it, const std::string& tmp) {
 
 void RunDir::record_metrics(int64_t it, const json& m) {
     bool present = false;
-    for (const auto& j : read_json_lines(file("metrics.jsonl")))
+    for (const auto& j : metrics())
         if (j.value("iteration", int64_t{-1}) == it) present = true;
     if (!present) append_durable(file("metrics.jsonl"), m.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     const std::string db_path = file("run.sqlite");

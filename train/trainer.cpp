@@ -255,15 +255,13 @@ private:
         Judged out;
         std::vector<std::string> hashes;
         for (const auto& t : tasks) hashes.push_back(t.hash);
-        auto recs = records_.complete(it, role, hashes, first_sample, c.group_size);
+        std::vector<const RolloutRecord*> recs;
+        out.rollouts = replay_or_sample(it, role, hashes, first_sample, *coder_, prompts, c, st, &recs);
         if (!recs.empty()) {
-            out.rollouts = rollouts_from(recs, c.group_size);
             for (const auto* r : recs) out.verdicts.push_back(r->verdict);
             out.replayed = true;
             return out;
         }
-        out.rollouts = sample_rollouts(coder_->model(), coder_->tokenizer(), prompts, coder_->stops(), c, &st);
-        tokens_ += count_tokens(out.rollouts);
         auto t0 = std::chrono::steady_clock::now();
         std::vector<std::string> sources;
         for (const auto& t : tasks) sources.push_back(t.source);
@@ -277,6 +275,26 @@ private:
         }
         verified_ += static_cast<int64_t>(judge.verified());
         verify_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return out;
+    }
+
+    // A step's rollouts: read back from its records when all of them are in the log (a step of an
+    // iteration run again after a crash; *replayed gets them), else sampled from the policy.
+    std::vector<Rollout> replay_or_sample(int64_t it, const std::string& role, const std::vector<std::string>& keys,
+                                          int first_sample, Policy& policy, const std::vector<std::vector<int64_t>>& prompts,
+                                          const CoderStepConfig& c, CoderStepStats& st,
+                                          std::vector<const RolloutRecord*>* replayed) {
+        auto recs = records_.complete(it, role, keys, first_sample, c.group_size);
+        if (!recs.empty()) {
+            *replayed = recs;
+            return rollouts_from(recs, c.group_size);
+        }
+        Progress bar(role + ": sampling " + std::to_string(prompts.size() * static_cast<size_t>(c.group_size)) +
+                         " completions",
+                     1);
+        auto out = sample_rollouts(policy.model(), policy.tokenizer(), prompts, policy.stops(), c, &st);
+        tokens_ += count_tokens(out);
+        bar.advance();
         return out;
     }
 
@@ -316,17 +334,9 @@ private:
         CoderStepConfig pcfg = coder_cfg(Gp, pc.max_new_tokens, pc.temperature, pc.top_p,
                                          derive_seed(cfg_.seed, it, kProposeStage, 1));
         CoderStepStats pst;
-        std::vector<Rollout> proposals;
-        auto recs = records_.complete(it, "proposer", set_keys, 0, Gp);
+        std::vector<const RolloutRecord*> recs;
+        std::vector<Rollout> proposals = replay_or_sample(it, "proposer", set_keys, 0, *proposer_, prompts, pcfg, pst, &recs);
         const bool replayed = !recs.empty();
-        if (replayed) {
-            proposals = rollouts_from(recs, Gp);
-        } else {
-            Progress bar("propose: sampling " + std::to_string(sets.size() * static_cast<size_t>(Gp)) + " modules", 1);
-            proposals = sample_rollouts(proposer_->model(), proposer_->tokenizer(), prompts, proposer_->stops(), pcfg, &pst);
-            tokens_ += count_tokens(proposals);
-            bar.advance();
-        }
 
         // Parse, validate, store.
         std::vector<ProposalOutcome> outcomes(proposals.size());

@@ -521,7 +521,7 @@ TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
         };
     };
     auto k1 = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2"}, dir,
-                  after("propose: sampling", 1500ms));
+                  after("proposer: sampling", 1500ms));
     EXPECT_EQ(k1.code, 128 + SIGKILL) << k1.err;
     auto k2 = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--resume"}, dir,
                   after("iter 2: coder ...", 300ms));
