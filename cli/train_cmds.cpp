@@ -1,11 +1,13 @@
 // The trainer's subcommands: train (design 6.5), sft (6.6), report (a run directory as HTML).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "cli/commands.h"
+#include "train/launcher.h"
 #include "train/report.h"
 #include "train/sft.h"
 #include "train/train_config.h"
@@ -30,6 +32,7 @@ Runner add_train(CLI::App& app) {
         std::string config, preset, out;
         bool resume = false, print_config = false;
         std::optional<int> iterations;
+        int nproc = 1;
     };
     auto a = std::make_shared<Args>();
     std::string presets;
@@ -41,6 +44,10 @@ Runner add_train(CLI::App& app) {
     cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
     cmd->add_option("--iterations", a->iterations, "Run until this iteration (overrides the configuration)")
         ->check(CLI::Range(0, 1000000));
+    cmd->add_option("--nproc-per-node", a->nproc,
+                    "Data-parallel ranks on this machine, one per GPU (or CPU process); torchrun-style "
+                    "variables (RANK, WORLD_SIZE, ...) launch ranks from elsewhere")
+        ->check(CLI::Range(1, 64));
     cmd->add_flag("--print-config", a->print_config, "Print the preset's TOML (or the resolved configuration) and exit");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
@@ -61,14 +68,27 @@ Runner add_train(CLI::App& app) {
             o.iterations = a->iterations;
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
+            if (a->nproc > 1) {
+                if (std::getenv("WORLD_SIZE"))
+                    return fail("train", "--nproc-per-node with WORLD_SIZE already set: this process is a launched rank");
+                std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "train"};
+                if (!a->config.empty()) argv.insert(argv.end(), {"--config", a->config});
+                else argv.insert(argv.end(), {"--preset", a->preset});
+                argv.insert(argv.end(), {"--out", o.out_dir});
+                if (a->resume) argv.push_back("--resume");
+                if (a->iterations) argv.insert(argv.end(), {"--iterations", std::to_string(*a->iterations)});
+                return launch_local_ranks(a->nproc, argv, g_stop);
+            }
             int64_t done = run_training(c, o, g_stop);
             if (g_stop) {
                 std::fprintf(stderr, "kernelzero train: interrupted after iteration %lld; --resume continues\n",
                              static_cast<long long>(done));
                 return 130;
             }
-            std::printf("finished iteration %lld; report: kernelzero report %s\n", static_cast<long long>(done),
-                        o.out_dir.c_str());
+            const char* rank = std::getenv("RANK");  // a data-parallel rank: rank 0 speaks for the run
+            if (!rank || std::string(rank) == "0")
+                std::printf("finished iteration %lld; report: kernelzero report %s\n", static_cast<long long>(done),
+                            o.out_dir.c_str());
             return 0;
         } catch (const std::exception& e) {
             if (g_stop) {

@@ -1,6 +1,7 @@
 #include "common/subprocess.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -77,12 +78,17 @@ Process::Process(const SpawnOptions& opts) {
     int exec_err[2];
     if (::pipe2(exec_err, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
 
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
     if (pid == 0) {
         ::setpgid(0, 0);
+        if (opts.die_with_parent) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+        }
         ::dup2(in_pipe[0], 0);
-        ::dup2(out_pipe[1], 1);
+        if (!opts.inherit_stdout) ::dup2(out_pipe[1], 1);
         if (err_fd >= 0) ::dup2(err_fd, 2);
         if (!opts.cwd.empty() && ::chdir(opts.cwd.c_str()) != 0) {
             int e = errno;
@@ -161,6 +167,11 @@ void Process::kill() {
     reap(true);
 }
 
+void Process::signal(int sig) {
+    if (pid_ <= 0 || reaped_) return;
+    ::kill(-pid_, sig);
+}
+
 bool Process::exited() {
     if (!reaped_) reap(false);
     return reaped_;
@@ -174,6 +185,7 @@ void Process::reap(bool block) {
     if (r == pid_) {
         reaped_ = true;
         exit_description_ = describe_wait_status(status);
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
     } else if (r < 0) {
         reaped_ = true;
         exit_description_ = "already reaped";

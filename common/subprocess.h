@@ -21,6 +21,10 @@ struct SpawnOptions {
     std::vector<std::string> env_unset;
     std::string stderr_path;                      // appended to; empty: inherit the parent's stderr
     std::string cwd;
+    bool inherit_stdout = false;                  // the child writes to the parent's stdout (no pipe)
+    // The child gets SIGKILL when the spawning thread's process dies (prctl PR_SET_PDEATHSIG): for
+    // children spawned from the main thread that must not outlive a killed parent (a launcher's ranks).
+    bool die_with_parent = false;
 };
 
 enum class IoStatus { ok, timeout, closed, error };
@@ -39,9 +43,13 @@ public:
     IoStatus read_exact(size_t n, std::string& out, Clock::time_point deadline);
     // SIGKILL to the child's process group, then reap.
     void kill();
+    // Sends `sig` to the child's process group (a launcher forwarding Ctrl-C); no reap.
+    void signal(int sig);
     // Non-blocking: has the child exited? Fills the exit description once it has.
     bool exited();
     std::string exit_description() const { return exit_description_; }
+    // Once exited(): the exit code, or 128 + the signal that killed it (the shell's convention).
+    int exit_code() const { return exit_code_; }
 
 private:
     int pid_ = -1;
@@ -49,6 +57,7 @@ private:
     int out_fd_ = -1;  // child's stdout -> parent reads
     bool reaped_ = false;
     std::string exit_description_;
+    int exit_code_ = -1;
     void reap(bool block);
 };
 

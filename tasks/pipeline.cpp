@@ -46,14 +46,12 @@ TaskPipeline::TaskPipeline(const ApiCatalog& catalog, TaskStore& store, Pipeline
 }
 
 TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std::string>& apis, int level,
-                                const std::string& origin, const std::string& submission) {
+                                const std::string& origin, const std::string& submission,
+                                const TaskValidation* validated) {
     // The same submission again (a trainer re-running an iteration after a crash) is the stored
     // record, judged as it was, not a duplicate of itself.
-    if (!submission.empty())
-        if (auto existing = store_.task_by_hash(sha256_hex(source));
-            existing && existing->validation.value("info", nlohmann::json::object()).value("submission", "") == submission)
-            return *existing;
-    TaskValidation v = validator_.validate(source, apis);
+    if (auto existing = resubmitted(source, submission)) return *existing;
+    TaskValidation v = validated ? *validated : validator_.validate(source, apis);
     if (!submission.empty()) v.info["submission"] = submission;
     TaskRecord t = unvalidated_task(source, apis, level, origin, "");
     auto sh = shingles(source);
@@ -95,6 +93,14 @@ TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std
     t.id = store_.add_task(t);
     if (t.valid) stored_.emplace_back(t.id, std::move(sh));
     return t;
+}
+
+std::optional<TaskRecord> TaskPipeline::resubmitted(const std::string& source, const std::string& submission) const {
+    if (submission.empty()) return std::nullopt;
+    auto existing = store_.task_by_hash(sha256_hex(source));
+    if (existing && existing->validation.value("info", nlohmann::json::object()).value("submission", "") == submission)
+        return existing;
+    return std::nullopt;
 }
 
 }  // namespace kz

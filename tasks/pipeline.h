@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,8 +34,17 @@ public:
     // `submission` (optional) names the submitter's step, e.g. "<run id>/iter-3": a source stored
     // before by the same submission is returned unchanged, so that a step run again after a crash
     // gets the verdict it got the first time; from any other submission it is not novel.
+    // `validated`: the module's validation already run (by another process of a data-parallel
+    // trainer, through validate()), used instead of running it again.
     TaskRecord submit(const std::string& source, const std::vector<std::string>& apis, int level,
-                      const std::string& origin, const std::string& submission = "");
+                      const std::string& origin, const std::string& submission = "",
+                      const TaskValidation* validated = nullptr);
+    // The record `submission` stored for `source` before, if any (what submit() would return unchanged).
+    std::optional<TaskRecord> resubmitted(const std::string& source, const std::string& submission) const;
+    // The validator's checks alone (no store, no novelty): what submit() runs first.
+    TaskValidation validate(const std::string& source, const std::vector<std::string>& apis) {
+        return validator_.validate(source, apis);
+    }
 
 private:
     TaskStore& store_;

@@ -22,6 +22,16 @@ json TaskValidation::to_json() const {
     return {{"valid", valid}, {"checks", checks}, {"reason", reason}, {"reasons", reasons}, {"info", info}};
 }
 
+TaskValidation TaskValidation::from_json(const json& j) {
+    TaskValidation v;
+    v.valid = j.at("valid").get<bool>();
+    v.checks = j.at("checks").get<std::map<std::string, std::string>>();
+    v.reasons = j.at("reasons").get<std::map<std::string, std::string>>();
+    v.reason = j.at("reason").get<std::string>();
+    v.info = j.value("info", json::object());
+    return v;
+}
+
 TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) : catalog_(catalog), opts_(std::move(opts)) {
     work_dir_ = opts_.work_dir;
     if (work_dir_.empty()) {

@@ -31,6 +31,9 @@ struct TaskValidation {
     nlohmann::json info = nlohmann::json::object();  // eager_ms, memory_mb, output_meta
     std::string reason;                          // the first failure, "" when valid
     nlohmann::json to_json() const;              // {"valid", "checks", "reason", "reasons", "info"}
+    // to_json()'s object back (a validation run by another process); throws nlohmann's errors on a
+    // malformed one.
+    static TaskValidation from_json(const nlohmann::json& j);
     // Every check not reported becomes "skip"; valid = no "fail"; reason = the first failure in report order.
     void settle();
 };

@@ -1,7 +1,10 @@
 #include "train/data_parallel.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -28,6 +31,13 @@ public:
     ProcessGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Backend> pg, int rank, int world,
                  torch::Device device)
         : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), world_(world), device_(device) {}
+    // NCCL's communicators are released here (what destroy_process_group does in Python).
+    ~ProcessGroup() override {
+        try {
+            pg_->shutdown();
+        } catch (const std::exception&) {  // a peer already gone: nothing left to release cleanly
+        }
+    }
     torch::Device device() const override { return device_; }
     int rank() const override { return rank_; }
     int world() const override { return world_; }
@@ -49,7 +59,62 @@ public:
         unflatten(flat[0], tensors);
     }
 
+    std::vector<std::string> all_gather_bytes(const std::string& local) override {
+        // Lengths first, then every rank's bytes padded to the longest (allgather wants equal sizes).
+        auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+        std::vector<torch::Tensor> len = {torch::tensor({static_cast<int64_t>(local.size())}, torch::kInt64).to(device_)};
+        std::vector<std::vector<torch::Tensor>> lens(1);
+        for (int r = 0; r < world_; ++r) lens[0].push_back(torch::zeros({1}, i64));
+        pg_->allgather(lens, len)->wait();
+        std::vector<int64_t> n;
+        int64_t longest = 1;
+        for (const auto& t : lens[0]) n.push_back(t.cpu().item<int64_t>()), longest = std::max(longest, n.back());
+        std::vector<torch::Tensor> mine = {padded(local, longest)};
+        std::vector<std::vector<torch::Tensor>> all(1);
+        for (int r = 0; r < world_; ++r) all[0].push_back(torch::empty({longest}, i64.dtype(torch::kUInt8)));
+        pg_->allgather(all, mine)->wait();
+        std::vector<std::string> out;
+        for (int r = 0; r < world_; ++r) {
+            auto c = all[0][static_cast<size_t>(r)].cpu();
+            out.emplace_back(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), static_cast<size_t>(n[static_cast<size_t>(r)]));
+        }
+        return out;
+    }
+    std::string broadcast_bytes(const std::string& data, int root) override {
+        c10d::BroadcastOptions o;
+        o.rootRank = root;
+        std::vector<torch::Tensor> len = {torch::tensor({static_cast<int64_t>(data.size())}, torch::kInt64).to(device_)};
+        pg_->broadcast(len, o)->wait();
+        const int64_t n = len[0].cpu().item<int64_t>();
+        std::vector<torch::Tensor> bytes = {padded(rank_ == root ? data : std::string(), std::max<int64_t>(n, 1))};
+        pg_->broadcast(bytes, o)->wait();
+        auto c = bytes[0].cpu();
+        return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), static_cast<size_t>(n));
+    }
+    void barrier(const std::string& name, std::chrono::seconds timeout) override {
+        const std::string in = "kz/barrier/" + name, out = in + "/out";
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        auto wait_for = [&](const std::string& key, int64_t n) {
+            while (store_->add(key, 0) < n) {
+                if (std::chrono::steady_clock::now() > deadline)
+                    throw std::runtime_error("barrier '" + name + "': not every rank arrived within " +
+                                             std::to_string(timeout.count()) + " s");
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+        };
+        store_->add(in, 1);
+        wait_for(in, world_);
+        // Rank 0 hosts the store: it leaves last, so that no rank still polling finds it gone.
+        if (rank_ == 0) wait_for(out, world_ - 1);
+        else store_->add(out, 1);
+    }
+
 private:
+    torch::Tensor padded(const std::string& s, int64_t n) const {
+        auto t = torch::zeros({n}, torch::kUInt8);
+        if (!s.empty()) std::memcpy(t.data_ptr<uint8_t>(), s.data(), s.size());
+        return t.to(device_);
+    }
     static std::vector<torch::Tensor> flatten(const std::vector<torch::Tensor>& ts) {
         std::vector<torch::Tensor> out;
         // fp32 for the sum (bf16 gradients included), fp64 kept when asked for.
@@ -89,6 +154,21 @@ std::optional<DistEnv> DistEnv::from_environment() {
     return e;
 }
 
+void bind_local_device(const DistEnv& env) {
+    std::vector<std::string> devices;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+        std::stringstream ss(v);
+        for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
+        if (devices.size() == 1) return;  // already one device per process (a launcher did it)
+        if (env.local_rank >= static_cast<int>(devices.size()))
+            throw std::invalid_argument("LOCAL_RANK " + std::to_string(env.local_rank) + " but CUDA_VISIBLE_DEVICES lists " +
+                                        std::to_string(devices.size()) + " device(s): '" + v + "'");
+        setenv("CUDA_VISIBLE_DEVICES", devices[static_cast<size_t>(env.local_rank)].c_str(), 1);
+    } else {
+        setenv("CUDA_VISIBLE_DEVICES", std::to_string(env.local_rank).c_str(), 1);
+    }
+}
+
 double Collective::sum(double local) {
     std::vector<torch::Tensor> t = {torch::tensor({local}, torch::kFloat64).to(device())};
     all_reduce_sum(t);
@@ -96,7 +176,7 @@ double Collective::sum(double local) {
 }
 
 std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::string& backend,
-                                               std::chrono::seconds timeout) {
+                                               std::chrono::seconds timeout, int cuda_device) {
     try {
         c10d::TCPStoreOptions so;
         so.port = static_cast<std::uint16_t>(env.master_port);
@@ -113,8 +193,10 @@ std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::st
         } else if (backend == "nccl") {
 #ifdef USE_C10D_NCCL
             setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-            device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-            pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world);
+            device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device));
+            auto o = c10d::ProcessGroupNCCL::Options::create();
+            o->timeout = timeout;
+            pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world, o);
 #else
             throw std::runtime_error("this libtorch was built without NCCL");
 #endif

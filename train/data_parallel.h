@@ -1,8 +1,9 @@
 // Data parallelism across processes (design section 9): one process per GPU (or CPU rank), PyTorch's
 // c10d process groups, NCCL on GPUs and gloo on the CPU, set up from torchrun-style environment
 // variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) so that torchrun, Slurm or MPI
-// launchers work unchanged. What the trainer needs of it: sums across ranks (gradients, token counts)
-// and a broadcast (rank 0's weights at the start).
+// launchers work unchanged. What the trainer needs of it: sums across ranks (gradients, token counts),
+// broadcasts (rank 0's weights, rank 0's decisions), all-gathers of serialised records (every rank's
+// rollouts and verdicts) and a barrier that may wait long (while rank 0 alone evaluates).
 #pragma once
 
 #include <memory>
@@ -23,6 +24,12 @@ struct DistEnv {
     static std::optional<DistEnv> from_environment();
 };
 
+// One GPU per rank: narrows CUDA_VISIBLE_DEVICES to this rank's device (entry LOCAL_RANK of the
+// launcher's list, or device LOCAL_RANK when unset), so that the rank's models, its verifier's
+// workers and its NCCL communicator all see that GPU as cuda:0. Must run before CUDA is initialised.
+// Throws std::invalid_argument when LOCAL_RANK is past the listed devices.
+void bind_local_device(const DistEnv& env);
+
 // The ranks' collective operations. Every rank must make the same calls in the same order.
 class Collective {
 public:
@@ -34,15 +41,24 @@ public:
     virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
     // In place: each tensor becomes rank `root`'s.
     virtual void broadcast(std::vector<torch::Tensor>& tensors, int root = 0) = 0;
+    // Every rank's `local`, in rank order (any lengths).
+    virtual std::vector<std::string> all_gather_bytes(const std::string& local) = 0;
+    // Rank `root`'s `data` on every rank (the others' argument is ignored).
+    virtual std::string broadcast_bytes(const std::string& data, int root = 0) = 0;
+    // Returns once every rank has called barrier(name); `name` is used once per run. Waits through the
+    // store, not the backend, so that it may wait longer than a collective's timeout. Throws
+    // std::runtime_error after `timeout`.
+    virtual void barrier(const std::string& name, std::chrono::seconds timeout) = 0;
     double sum(double local);  // all_reduce_sum of one number
 };
 
-// A c10d process group: "gloo" (CPU tensors) or "nccl" (CUDA tensors). Rank 0 hosts the TCP store at
-// master_addr:master_port; the others connect to it (within `timeout`). NCCL's NVLink multicast is
-// turned off (NCCL_NVLS_ENABLE=0) unless the environment sets it. Throws std::runtime_error naming
-// the backend and the cause.
+// A c10d process group: "gloo" (CPU tensors) or "nccl" (tensors on `cuda_device`). Rank 0 hosts the
+// TCP store at master_addr:master_port; the others connect to it (within `timeout`, also each
+// collective's limit). NCCL's NVLink multicast is turned off (NCCL_NVLS_ENABLE=0) unless the
+// environment sets it. Throws std::runtime_error naming the backend and the cause.
 std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::string& backend,
-                                               std::chrono::seconds timeout = std::chrono::seconds(300));
+                                               std::chrono::seconds timeout = std::chrono::seconds(300),
+                                               int cuda_device = 0);
 
 // Averages or sums the gradients of `params` across the ranks: a parameter without a gradient on this
 // rank contributes zeros (every rank must all-reduce the same list).

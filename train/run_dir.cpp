@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -106,7 +107,9 @@ RunDir::~RunDir() {
     if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-std::string RunDir::checkpoint_dir(int64_t it) const { return path_ + "/checkpoints/" + iter_name("iter-", it); }
+std::string RunDir::checkpoint_path(const std::string& run_path, int64_t it) {
+    return run_path + "/checkpoints/" + iter_name("iter-", it);
+}
 std::string RunDir::eval_dir(int64_t it) const { return path_ + "/eval/" + iter_name("iter-", it); }
 
 std::optional<int64_t> RunDir::latest_checkpoint() const {
@@ -176,6 +179,12 @@ void RunDir::record_metrics(int64_t it, const json& m) {
 
 std::vector<json> RunDir::metrics() const { return read_json_lines(file("metrics.jsonl")); }
 
+namespace {
+std::atomic<bool> g_output{true};
+}
+
+void set_train_output(bool enabled) { g_output = enabled; }
+
 void StageTimer::reset(int64_t it) {
     iteration_ = it;
     stages_.clear();
@@ -184,13 +193,13 @@ void StageTimer::reset(int64_t it) {
 void StageTimer::start(const std::string& name) {
     current_ = name;
     t0_ = now_s();
-    std::fprintf(stderr, "[train] iter %lld: %s ...\n", static_cast<long long>(iteration_), name.c_str());
+    if (g_output) std::fprintf(stderr, "[train] iter %lld: %s ...\n", static_cast<long long>(iteration_), name.c_str());
 }
 
 void StageTimer::stop() {
     double s = now_s() - t0_;
     stages_.emplace_back(current_, s);
-    std::fprintf(stderr, "[train] iter %lld: %s %.1f s\n", static_cast<long long>(iteration_), current_.c_str(), s);
+    if (g_output) std::fprintf(stderr, "[train] iter %lld: %s %.1f s\n", static_cast<long long>(iteration_), current_.c_str(), s);
 }
 
 json StageTimer::to_json() const {
@@ -199,15 +208,16 @@ json StageTimer::to_json() const {
     return j;
 }
 
-Progress::Progress(std::string label, int64_t total) : label_(std::move(label)), total_(total), tty_(isatty(2)) {}
+Progress::Progress(std::string label, int64_t total) : label_(std::move(label)), total_(total), tty_(isatty(2)), quiet_(!g_output) {}
 
 void Progress::advance(int64_t n) {
     done_ += n;
-    if (tty_) std::fprintf(stderr, "\r[train] %s %lld/%lld", label_.c_str(), static_cast<long long>(done_),
+    if (tty_ && !quiet_) std::fprintf(stderr, "\r[train] %s %lld/%lld", label_.c_str(), static_cast<long long>(done_),
                            static_cast<long long>(total_));
 }
 
 Progress::~Progress() {
+    if (quiet_) return;
     if (tty_) std::fprintf(stderr, "\n");
     else std::fprintf(stderr, "[train] %s %lld/%lld\n", label_.c_str(), static_cast<long long>(done_),
                       static_cast<long long>(total_));

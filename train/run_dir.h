@@ -40,7 +40,9 @@ public:
     const std::string& run_id() const { return run_id_; }
     std::string file(const std::string& name) const { return path_ + "/" + name; }
     std::string rollouts_path() const { return file("rollouts.jsonl"); }
-    std::string checkpoint_dir(int64_t iteration) const;
+    std::string checkpoint_dir(int64_t iteration) const { return checkpoint_path(path_, iteration); }
+    // The same for a run directory this process does not own (a data-parallel rank other than 0).
+    static std::string checkpoint_path(const std::string& run_path, int64_t iteration);
     std::string eval_dir(int64_t iteration) const;
 
     // The newest complete checkpoint's iteration (nullopt: none yet).
@@ -92,6 +94,9 @@ private:
     double t0_ = 0;
 };
 
+// Whether StageTimer and Progress print (data-parallel ranks other than 0 stay quiet). Default on.
+void set_train_output(bool enabled);
+
 // A one-line progress bar on stderr for long stages ("[train] <label> 3/8"), redrawn in place on a
 // terminal, printed at the end otherwise.
 class Progress {
@@ -103,7 +108,7 @@ public:
 private:
     std::string label_;
     int64_t total_, done_ = 0;
-    bool tty_;
+    bool tty_, quiet_;
 };
 
 }  // namespace kz

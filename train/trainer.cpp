@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "bench/bench_run.h"
 #include "bench/coder_prompt.h"
@@ -19,6 +20,7 @@
 #include "tasks/symbolic.h"
 #include "tasks/task_store.h"
 #include "train/coder_step.h"
+#include "train/data_parallel.h"
 #include "train/policy.h"
 #include "train/rollout_log.h"
 #include "train/run_dir.h"
@@ -42,7 +44,11 @@ uint64_t derive_seed(uint64_t seed, int64_t iteration, uint64_t stage, uint64_t 
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-enum StageId : uint64_t { kProposeStage = 1, kSymbolicStage, kProbeStage, kPoolStage, kCoderStage, kEvalStage };
+enum StageId : uint64_t { kProposeStage = 1, kSymbolicStage, kProbeStage, kPoolStage, kCoderStage, kEvalStage, kRankStream };
+
+// How long ranks wait for each other: a collective (one rank still sampling or validating) and the
+// barrier behind rank 0's evaluation, which may take hours on a real model.
+constexpr std::chrono::seconds kCollectiveTimeout{1800}, kEvalTimeout{24 * 3600};
 
 std::string short_hash(const std::string& s) { return sha256_hex(s).substr(0, 16); }
 
@@ -104,15 +110,62 @@ struct StoredTask {
 
 StoredTask stored(const TaskRecord& t) { return {t.id, t.hash, t.source, t.apis}; }
 
+json to_json(const StoredTask& t) { return {{"id", t.id}, {"hash", t.hash}, {"source", t.source}, {"apis", t.apis}}; }
+StoredTask stored_of(const json& j) {
+    return {j.at("id").get<int64_t>(), j.at("hash").get<std::string>(), j.at("source").get<std::string>(),
+            j.at("apis").get<std::vector<std::string>>()};
+}
+// What the trainer reads of a stored task record, for the ranks that do not own the store.
+json to_json(const TaskRecord& t) {
+    json j = to_json(stored(t));
+    j["valid"] = t.valid;
+    j["reason"] = t.reason;
+    return j;
+}
+TaskRecord task_of(const json& j) {
+    TaskRecord t;
+    StoredTask s = stored_of(j);
+    t.id = s.id, t.hash = s.hash, t.source = s.source, t.apis = s.apis;
+    t.valid = j.at("valid").get<bool>();
+    t.reason = j.at("reason").get<std::string>();
+    return t;
+}
+
+// A module to validate and store.
+struct Candidate {
+    std::string source;
+    std::vector<std::string> apis;
+    int level = 0;
+};
+
+// A rank's rows of a step: the rollouts of tasks [begin, end).
+std::vector<Rollout> rows_of(const std::vector<Rollout>& all, size_t begin, size_t end) {
+    std::vector<Rollout> out;
+    for (const auto& r : all)
+        if (r.task >= begin && r.task < end) out.push_back(r);
+    return out;
+}
+
+// Data parallelism (train/data_parallel.h; design section 9). Every rank runs the same iteration: the
+// same random draws, so the same API sets, pool and task order. Sampling, verification and module
+// validation are split in contiguous blocks of a step's tasks (rank r takes block r); the results are
+// gathered so that every rank holds the whole step's rollouts and verdicts and computes the same
+// rewards, advantages and frontier updates; each rank trains on its own block's rows (gradients
+// all-reduced, one identical optimizer step). Rank 0 leads: it alone owns the run directory (records,
+// metrics, checkpoints), the task store and the evaluation, and decides what is replayed; the other
+// ranks read its checkpoints from the same directory (a filesystem every rank sees), so a run resumes
+// at any world size.
 class Trainer {
 public:
-    Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop)
+    Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop, Collective* dp)
         : cfg_(cfg),
           stop_(stop),
-          run_(opts.out_dir, cfg.to_json(), opts.resume),
+          dp_(dp),
+          rank_(dp ? dp->rank() : 0),
+          world_(dp ? dp->world() : 1),
+          run_path_(opts.out_dir),
           last_iteration_(opts.iterations.value_or(cfg.iterations)),
           catalog_(ApiCatalog::load(ApiCatalog::default_path())),
-          store_(cfg.task_store.empty() ? run_.file("tasks.sqlite") : cfg.task_store),
           format_(coder_format(cfg.backend, cfg.format)),
           prompt_(CoderPrompt::load(format_)),
           frontier_([&] {
@@ -126,18 +179,31 @@ public:
               rc.reward = c.reward, rc.gate = c.gate, rc.advantage = c.advantage;
               rc.lambda = c.lambda, rc.tau = c.tau, rc.s_max = c.s_max, rc.ema_decay = c.ema_decay;
               return rc;
-          }()),
-          records_(run_.rollouts_path()) {
-        std::fprintf(stderr, "[train] run %s in %s\n", run_.run_id().c_str(), run_.path().c_str());
-        const std::string coder_dir = materialise_model(cfg.coder, run_.file("models/coder-base"), cfg.seed);
+          }()) {
+        if (!leader()) set_train_output(false);
+        // The leader creates (or opens) the run directory and writes the models the others load.
+        std::string coder_dir, proposer_dir;
+        const bool same_base = cfg.proposer.model == cfg.coder.model && cfg.proposer.tokenizer == cfg.coder.tokenizer;
+        auto model_dirs = [&] {
+            coder_dir = materialise_model(cfg.coder, run_path_ + "/models/coder-base", cfg.seed);
+            if (cfg.propose.enabled)
+                proposer_dir = same_base ? coder_dir
+                                         : materialise_model(cfg.proposer, run_path_ + "/models/proposer-base", cfg.seed + 1);
+        };
+        if (leader()) {
+            run_ = std::make_unique<RunDir>(run_path_, cfg.to_json(), opts.resume);
+            records_ = std::make_unique<RecordIndex>(run_->rollouts_path());
+            store_ = std::make_unique<TaskStore>(cfg.task_store.empty() ? run_->file("tasks.sqlite") : cfg.task_store);
+            std::fprintf(stderr, "[train] run %s in %s%s\n", run_->run_id().c_str(), run_->path().c_str(),
+                         world_ > 1 ? (" on " + std::to_string(world_) + " ranks").c_str() : "");
+            model_dirs();
+        }
+        if (dp_) dp_->barrier("setup", kCollectiveTimeout);
+        if (!leader()) model_dirs();  // now written: returns the leader's directories
         coder_ = std::make_unique<Policy>("coder", cfg.coder, coder_dir, cfg.device, derive_seed(cfg.seed, 0, 100));
-        if (cfg.propose.enabled) {
-            const bool same_base = cfg.proposer.model == cfg.coder.model && cfg.proposer.tokenizer == cfg.coder.tokenizer;
-            const std::string proposer_dir =
-                same_base ? coder_dir : materialise_model(cfg.proposer, run_.file("models/proposer-base"), cfg.seed + 1);
+        if (cfg.propose.enabled)
             proposer_ = std::make_unique<Policy>("proposer", cfg.proposer, proposer_dir, cfg.device,
                                                  derive_seed(cfg.seed, 0, 101));
-        }
         VerifyOptions vo;
         vo.device = cfg.verify_device;
         vo.trials = cfg.verifier.trials;
@@ -151,17 +217,21 @@ public:
         PipelineOptions po;
         po.validation.device = cfg.verify_device;
         po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
-        pipeline_ = std::make_unique<TaskPipeline>(catalog_, store_, po);
+        if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
+        else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }
 
     int64_t run() {
         int64_t first = 1;
-        if (auto latest = run_.latest_checkpoint()) {
-            restore(*latest);
-            first = *latest + 1;
+        json latest = from_leader(leader() && run_->latest_checkpoint() ? json(*run_->latest_checkpoint()) : json(nullptr));
+        if (!latest.is_null()) {
+            restore(latest.get<int64_t>());
+            first = latest.get<int64_t>() + 1;
         }
+        check_same_weights(*coder_);
+        if (proposer_) check_same_weights(*proposer_);
         int64_t done = first - 1;
-        for (int64_t it = first; it <= last_iteration_ && !stop_; ++it) {
+        for (int64_t it = first; it <= last_iteration_ && !stopping(); ++it) {
             if (!iteration(it)) break;
             done = it;
         }
@@ -174,24 +244,98 @@ private:
         timer_.reset(it);
         json m = {{"iteration", it}};
         if (it == 1 && cfg_.warm_start) timer_.run("warm_start", [&] { warm_start(m); });
-        if (stop_) return false;
+        if (stopping()) return false;
         std::vector<StoredTask> band;
         if (cfg_.propose.enabled) band = timer_.run("propose", [&] { return propose(it, m); });
-        if (stop_) return false;
+        if (stopping()) return false;
         auto pool = timer_.run("refresh_pool", [&] { return refresh_pool(it, band, m); });
         timer_.run("coder", [&] { coder_phase(it, pool, m); });
-        if (stop_) return false;
+        if (stopping()) return false;
+        // The same updates on the same weights: a rank that drifted is a bug, stopped here.
+        check_same_weights(*coder_);
+        if (proposer_) check_same_weights(*proposer_);
+        throughput(m);
         const bool eval_due = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || it == last_iteration_);
-        if (eval_due) timer_.run("eval", [&] { evaluate(it, m); });
-        if (stop_) return false;
-        timer_.run("checkpoint", [&] { checkpoint(it, m); });
-        m["stage_s"] = timer_.to_json();
-        // The metrics travel in the checkpoint too (written before this line), so that a crash
-        // between the two still records them on resume.
-        run_.record_metrics(it, m);
-        frontier_.save(store_);
-        std::fprintf(stderr, "[train] iteration %lld done\n", static_cast<long long>(it));
+        if (eval_due) {
+            if (leader()) timer_.run("eval", [&] { evaluate(it, m); });
+            if (dp_) dp_->barrier("eval-" + std::to_string(it), kEvalTimeout);
+        }
+        if (stopping()) return false;
+        if (leader()) {
+            timer_.run("checkpoint", [&] { checkpoint(it, m); });
+            m["stage_s"] = timer_.to_json();
+            // The metrics travel in the checkpoint too (written before this line), so that a crash
+            // between the two still records them on resume.
+            run_->record_metrics(it, m);
+            frontier_.save(*store_);
+            std::fprintf(stderr, "[train] iteration %lld done\n", static_cast<long long>(it));
+        }
         return true;
+    }
+
+    // ---- data parallelism: what the ranks share
+
+    bool leader() const { return rank_ == 0; }
+    // Whether any rank was asked to stop (every rank asks at the same points, so all stop together).
+    bool stopping() { return dp_ ? dp_->sum(stop_ ? 1.0 : 0.0) > 0 : stop_.load(); }
+    // The leader's `j` on every rank.
+    json from_leader(const json& j) {
+        if (!dp_) return j;
+        return json::parse(dp_->broadcast_bytes(leader() ? j.dump(-1, ' ', false, json::error_handler_t::replace) : ""));
+    }
+    // Every rank's `local`, in rank order.
+    std::vector<json> gather(const json& local) {
+        if (!dp_) return {local};
+        std::vector<json> out;
+        for (const auto& b : dp_->all_gather_bytes(local.dump(-1, ' ', false, json::error_handler_t::replace)))
+            out.push_back(json::parse(b));
+        return out;
+    }
+    // This rank's block [first, second) of n items.
+    std::pair<size_t, size_t> block(size_t n) const {
+        return {n * static_cast<size_t>(rank_) / static_cast<size_t>(world_),
+                n * static_cast<size_t>(rank_ + 1) / static_cast<size_t>(world_)};
+    }
+    // Ranks hold the same weights (the same seeds and files, then the same updates): checked, not
+    // assumed. A sum over the trainable parameters, compared exactly.
+    void check_same_weights(Policy& p) {
+        if (!dp_) return;
+        torch::NoGradGuard no_grad;
+        double sum = 0;
+        for (const auto& [name, t] : p.optimizer().params()) sum += t.sum(torch::kFloat64).item<double>();
+        auto all = gather(json(sum));
+        for (int r = 1; r < world_; ++r)
+            if (all[static_cast<size_t>(r)] != all[0])
+                throw std::runtime_error("rank " + std::to_string(r) + "'s " + p.name() +
+                                         " weights differ from rank 0's (checksums " + all[static_cast<size_t>(r)].dump() +
+                                         " vs " + all[0].dump() + "): the ranks loaded different models or adapters");
+    }
+    // The leader's trainable weights on every rank, and a fresh optimizer over them.
+    void share_weights(Policy& p) {
+        if (!dp_) return;
+        std::vector<torch::Tensor> ts;
+        for (const auto& [name, t] : p.optimizer().params()) ts.push_back(t);
+        dp_->broadcast(ts, 0);
+        p.reset_optimizer();
+    }
+
+    // Stage metrics every rank contributes to: sampled tokens, verifications, samples per second.
+    void throughput(json& m) {
+        double sampling_s = 0;
+        const json stages = timer_.to_json();
+        for (auto& [stage, secs] : stages.items())
+            if (stage == "propose" || stage == "refresh_pool" || stage == "coder") sampling_s += secs.get<double>();
+        const double rate = verify_s_ > 0 ? 60.0 * static_cast<double>(verified_) / verify_s_ : 0.0;
+        m["world_size"] = world_;
+        m["samples"] = samples_;
+        m["samples_per_s"] = sampling_s > 0 ? static_cast<double>(samples_) / sampling_s : 0.0;
+        m["tokens_sampled"] = dp_ ? static_cast<int64_t>(dp_->sum(static_cast<double>(tokens_))) : tokens_;
+        m["verified"] = dp_ ? static_cast<int64_t>(dp_->sum(static_cast<double>(verified_))) : verified_;
+        m["verify_s"] = verify_s_;
+        // Every rank's verifier works at once: their rates add up.
+        m["verifier_jobs_per_min"] = dp_ ? dp_->sum(rate) : rate;
+        tokens_ = verified_ = samples_ = 0;
+        verify_s_ = 0;
     }
 
     CoderStepConfig coder_cfg(int G, int64_t max_new_tokens, double temperature, double top_p, uint64_t seed) const {
@@ -213,7 +357,7 @@ private:
                          const std::vector<int64_t>& prompt, const Rollout& r, json verdict,
                          const std::string& version) const {
         RolloutRecord rec;
-        rec.run_id = run_.run_id();
+        rec.run_id = run_ ? run_->run_id() : "";
         rec.iteration = it;
         rec.role = role;
         rec.task_hash = hash;
@@ -230,71 +374,154 @@ private:
         return rec;
     }
 
-    // Appends the records not already in the log (a replayed step's are), in one durable write each.
+    // The leader appends the records not already in the log (a replayed step's are), in one durable
+    // write each.
     void append(const std::vector<RolloutRecord>& recs) {
+        if (!leader()) return;
         std::vector<RolloutRecord> fresh;
         for (const auto& r : recs)
-            if (!records_.has(r)) fresh.push_back(r);
-        append_rollouts(run_.rollouts_path(), fresh);
-        for (const auto& r : fresh) records_.add(r);
+            if (!records_->has(r)) fresh.push_back(r);
+        append_rollouts(run_->rollouts_path(), fresh);
+        for (const auto& r : fresh) records_->add(r);
     }
 
-    std::string submission(int64_t it) const { return run_.run_id() + "/iter-" + std::to_string(it); }
+    std::string submission(int64_t it) const { return run_->run_id() + "/iter-" + std::to_string(it); }
 
     std::string version(const std::string& who, int64_t it) const { return who + "@iter-" + std::to_string(it - 1); }
 
-    // Samples (or replays) G completions per task from the Coder and judges them.
+    // A step's rollouts (G per prompt, task-major), the same on every rank: read back from its
+    // records when the leader's log holds all of them (a step of an iteration run again after a
+    // crash), else sampled in blocks across the ranks and, with `judged_tasks` (indexed as the
+    // prompts), verified by each rank's verifier, then gathered.
     struct Judged {
         std::vector<Rollout> rollouts;
-        std::vector<json> verdicts;
+        std::vector<json> verdicts;  // judged steps only
         bool replayed = false;
     };
-    Judged coder_rollouts(int64_t it, const std::string& role, const std::vector<StoredTask>& tasks,
-                          const std::vector<std::vector<int64_t>>& prompts, int first_sample, const CoderStepConfig& c,
-                          CoderStepStats& st) {
+    Judged sample_step(int64_t it, const std::string& role, const std::vector<std::string>& keys, int first_sample,
+                       Policy& policy, const std::vector<std::vector<int64_t>>& prompts, const CoderStepConfig& c,
+                       CoderStepStats& st, const std::vector<StoredTask>* judged_tasks) {
+        const bool judged = judged_tasks != nullptr;
         Judged out;
-        std::vector<std::string> hashes;
-        for (const auto& t : tasks) hashes.push_back(t.hash);
-        std::vector<const RolloutRecord*> recs;
-        out.rollouts = replay_or_sample(it, role, hashes, first_sample, *coder_, prompts, c, st, &recs);
-        if (!recs.empty()) {
-            for (const auto* r : recs) out.verdicts.push_back(r->verdict);
-            out.replayed = true;
-            return out;
+        if (leader())
+            if (auto recs = records_->complete(it, role, keys, first_sample, c.group_size); !recs.empty()) {
+                out.rollouts = rollouts_from(recs, c.group_size);
+                if (judged)
+                    for (const auto* r : recs) out.verdicts.push_back(r->verdict);
+                out.replayed = true;
+            }
+        if (dp_) {
+            json replay = from_leader(out.replayed ? serialise(out, judged) : json(nullptr));
+            if (!replay.is_null()) {
+                if (!leader()) deserialise(replay, judged, out);
+                out.replayed = true;
+            }
         }
+        if (out.replayed) return out;
+
+        const auto [begin, end] = block(prompts.size());
+        Judged mine;
+        if (begin < end) {
+            CoderStepConfig local = c;
+            if (rank_ > 0) local.seed = derive_seed(c.seed, rank_, kRankStream);
+            Progress bar(role + ": sampling " + std::to_string((end - begin) * static_cast<size_t>(c.group_size)) +
+                             " completions",
+                         1);
+            mine.rollouts = sample_rollouts(policy.model(), policy.tokenizer(),
+                                            {prompts.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             prompts.begin() + static_cast<std::ptrdiff_t>(end)},
+                                            policy.stops(), local, &st);
+            for (auto& r : mine.rollouts) r.task += begin;
+            tokens_ += count_tokens(mine.rollouts);
+            bar.advance();
+            if (judged) judge(*judged_tasks, mine);
+        }
+        if (!dp_) {
+            samples_ += static_cast<int64_t>(mine.rollouts.size());
+            return mine;
+        }
+        // Every rank rebuilds the whole step (its own block included) from the same bytes.
+        for (const auto& part : gather(serialise(mine, judged))) deserialise(part, judged, out);
+        samples_ += static_cast<int64_t>(out.rollouts.size());
+        return out;
+    }
+
+    // Verifies this rank's rollouts of `tasks`.
+    void judge(const std::vector<StoredTask>& tasks, Judged& j) {
         auto t0 = std::chrono::steady_clock::now();
         std::vector<std::string> sources;
         for (const auto& t : tasks) sources.push_back(t.source);
         VerifierJudge judge(*verifier_, sources, backend_of(format_), cfg_.verifier.in_flight);
         std::vector<std::pair<size_t, std::string>> items;
-        for (const auto& r : out.rollouts) items.emplace_back(r.task, r.text);
+        for (const auto& r : j.rollouts) items.emplace_back(r.task, r.text);
         auto outcomes = judge(items);
         for (size_t i = 0; i < outcomes.size(); ++i) {
-            out.rollouts[i].outcome = outcomes[i];
-            out.verdicts.push_back(judge.verdicts()[i].to_json());
+            j.rollouts[i].outcome = outcomes[i];
+            j.verdicts.push_back(judge.verdicts()[i].to_json());
         }
         verified_ += static_cast<int64_t>(judge.verified());
         verify_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return out;
     }
 
-    // A step's rollouts: read back from its records when all of them are in the log (a step of an
-    // iteration run again after a crash; *replayed gets them), else sampled from the policy.
-    std::vector<Rollout> replay_or_sample(int64_t it, const std::string& role, const std::vector<std::string>& keys,
-                                          int first_sample, Policy& policy, const std::vector<std::vector<int64_t>>& prompts,
-                                          const CoderStepConfig& c, CoderStepStats& st,
-                                          std::vector<const RolloutRecord*>* replayed) {
-        auto recs = records_.complete(it, role, keys, first_sample, c.group_size);
-        if (!recs.empty()) {
-            *replayed = recs;
-            return rollouts_from(recs, c.group_size);
+    static json serialise(const Judged& j, bool judged) {
+        json a = json::array();
+        for (size_t i = 0; i < j.rollouts.size(); ++i) {
+            const Rollout& r = j.rollouts[i];
+            a.push_back({{"task", r.task}, {"sample", r.sample}, {"ids", r.completion_ids}, {"logprobs", r.sampler_logprobs},
+                         {"stopped", r.stopped}, {"text", r.text}, {"verdict", judged ? j.verdicts[i] : json(nullptr)}});
         }
-        Progress bar(role + ": sampling " + std::to_string(prompts.size() * static_cast<size_t>(c.group_size)) +
-                         " completions",
-                     1);
-        auto out = sample_rollouts(policy.model(), policy.tokenizer(), prompts, policy.stops(), c, &st);
-        tokens_ += count_tokens(out);
-        bar.advance();
+        return a;
+    }
+    // Appends serialise()'s rollouts to `out`; a judged rollout's outcome is read from its verdict.
+    static void deserialise(const json& a, bool judged, Judged& out) {
+        for (const auto& e : a) {
+            Rollout r;
+            r.task = e.at("task").get<size_t>();
+            r.sample = e.at("sample").get<int>();
+            r.completion_ids = e.at("ids").get<std::vector<int64_t>>();
+            r.sampler_logprobs = e.at("logprobs").get<std::vector<float>>();
+            r.stopped = e.at("stopped").get<bool>();
+            r.text = e.at("text").get<std::string>();
+            if (judged) {
+                r.outcome = outcome_of_json(e.at("verdict"));
+                out.verdicts.push_back(e.at("verdict"));
+            }
+            out.rollouts.push_back(std::move(r));
+        }
+    }
+
+    // Validates the candidates (in blocks across the ranks) and stores them (the leader, in order);
+    // every rank gets the stored records. A candidate this submission stored before (an iteration run
+    // again) is not validated again: the store returns its record.
+    std::vector<TaskRecord> store_tasks(const std::vector<Candidate>& cands, const std::string& origin, int64_t it) {
+        std::vector<int> fresh(cands.size(), 1);
+        if (leader())
+            for (size_t i = 0; i < cands.size(); ++i) fresh[i] = !pipeline_->resubmitted(cands[i].source, submission(it));
+        fresh = from_leader(json(fresh)).get<std::vector<int>>();
+        const auto [begin, end] = block(cands.size());
+        json mine = json::array();
+        for (size_t i = begin; i < end; ++i) {
+            if (!fresh[i]) {
+                mine.push_back(nullptr);
+                continue;
+            }
+            TaskValidation v = leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
+                                        : validator_->validate(cands[i].source, cands[i].apis);
+            mine.push_back(v.to_json());
+        }
+        json stored_records = json::array();
+        std::vector<json> validations;
+        for (const auto& part : gather(mine))
+            for (const auto& v : part) validations.push_back(v);
+        if (leader())
+            for (size_t i = 0; i < cands.size(); ++i) {
+                std::optional<TaskValidation> v;
+                if (!validations[i].is_null()) v = TaskValidation::from_json(validations[i]);
+                stored_records.push_back(to_json(pipeline_->submit(cands[i].source, cands[i].apis, cands[i].level, origin,
+                                                                   submission(it), v ? &*v : nullptr)));
+            }
+        std::vector<TaskRecord> out;
+        for (const auto& t : from_leader(stored_records)) out.push_back(task_of(t));
         return out;
     }
 
@@ -304,15 +531,20 @@ private:
         return n;
     }
 
-    // Stage 0 (iteration 1 only): SFT of the Coder on [sft] (design 6.6), then RL from there.
+    // Stage 0 (iteration 1 only): SFT of the Coder on [sft] (design 6.6), then RL from there. The
+    // leader trains; the other ranks take its weights.
     void warm_start(json& m) {
-        int64_t skipped = 0;
-        auto pairs = load_sft_pairs(cfg_, *coder_, &skipped);
-        if (pairs.empty()) throw std::runtime_error("warm_start: [sft] gives no usable pair");
-        SftResult r = sft_train(*coder_, pairs, cfg_, stop_);
-        coder_->reset_optimizer();
-        r.skipped = skipped;
-        m["warm_start"] = r.to_json();
+        if (leader()) {
+            int64_t skipped = 0;
+            auto pairs = load_sft_pairs(cfg_, *coder_, &skipped);
+            if (pairs.empty()) throw std::runtime_error("warm_start: [sft] gives no usable pair");
+            SftResult r = sft_train(*coder_, pairs, cfg_, stop_);
+            coder_->reset_optimizer();
+            r.skipped = skipped;
+            m["warm_start"] = r.to_json();
+        }
+        if (dp_) dp_->barrier("warm-start", kEvalTimeout);
+        share_weights(*coder_);
     }
 
     // Stage 1. Returns the valid modules whose p-hat lies in the band.
@@ -334,29 +566,39 @@ private:
         CoderStepConfig pcfg = coder_cfg(Gp, pc.max_new_tokens, pc.temperature, pc.top_p,
                                          derive_seed(cfg_.seed, it, kProposeStage, 1));
         CoderStepStats pst;
-        std::vector<const RolloutRecord*> recs;
-        std::vector<Rollout> proposals = replay_or_sample(it, "proposer", set_keys, 0, *proposer_, prompts, pcfg, pst, &recs);
-        const bool replayed = !recs.empty();
+        auto t0 = std::chrono::steady_clock::now();
+        auto lap = [&t0] {  // seconds since the last lap: the stage's parts, in the metrics
+            auto now = std::chrono::steady_clock::now();
+            return std::chrono::duration<double>(now - std::exchange(t0, now)).count();
+        };
+        Judged sampled = sample_step(it, "proposer", set_keys, 0, *proposer_, prompts, pcfg, pst, nullptr);
+        const double sample_s = lap();
+        std::vector<Rollout>& proposals = sampled.rollouts;
+        const bool replayed = sampled.replayed;
 
         // Parse, validate, store.
         std::vector<ProposalOutcome> outcomes(proposals.size());
         std::vector<std::optional<TaskRecord>> tasks(proposals.size());
         std::vector<std::string> parsed_sources;
         std::vector<size_t> parsed_index;
-        {
-            Progress bar("propose: validating", static_cast<int64_t>(proposals.size()));
-            for (size_t i = 0; i < proposals.size(); ++i) {
-                ParsedProposal pp = parse_proposal(proposals[i].text);
-                outcomes[i].parsed = pp.ok;
-                if (pp.ok) {
-                    const ApiSet& set = sets[proposals[i].task];
-                    tasks[i] = pipeline_->submit(pp.source, set.apis, set.level, "proposer", submission(it));
-                    outcomes[i].valid = tasks[i]->valid;
-                    parsed_sources.push_back(pp.source);
-                    parsed_index.push_back(i);
-                }
-                bar.advance();
+        std::vector<Candidate> cands;
+        for (size_t i = 0; i < proposals.size(); ++i) {
+            ParsedProposal pp = parse_proposal(proposals[i].text);
+            outcomes[i].parsed = pp.ok;
+            if (!pp.ok) continue;
+            const ApiSet& set = sets[proposals[i].task];
+            cands.push_back({pp.source, set.apis, set.level});
+            parsed_sources.push_back(pp.source);
+            parsed_index.push_back(i);
+        }
+        if (!cands.empty()) {
+            Progress bar("propose: validating " + std::to_string(cands.size()) + " modules", 1);
+            auto recs = store_tasks(cands, "proposer", it);
+            for (size_t k = 0; k < recs.size(); ++k) {
+                tasks[parsed_index[k]] = recs[k];
+                outcomes[parsed_index[k]].valid = recs[k].valid;
             }
+            bar.advance();
         }
         auto clusters = near_duplicate_clusters(parsed_sources);
         for (size_t k = 0; k < parsed_index.size(); ++k) outcomes[parsed_index[k]].cluster = clusters[k];
@@ -371,16 +613,26 @@ private:
         if (static_cast<int>(modules.size()) < pc.min_valid && !sets.empty()) {
             std::mt19937_64 srng(derive_seed(cfg_.seed, it, kSymbolicStage));
             const SizeProfile sizes = pc.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
-            for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid; ++attempt) {
-                const ApiSet& set = sets[static_cast<size_t>(attempt) % sets.size()];
-                GeneratedTask g = generate_task(catalog_, set, sizes, srng);
-                TaskRecord t = pipeline_->submit(g.source, g.apis, set.level, "symbolic", submission(it));
-                if (t.valid && seen.insert(t.id).second) {
-                    modules.push_back(stored(t));
-                    ++symbolic;
+            // In rounds of what is still missing (at least one module per rank, validated in parallel),
+            // at most 4 x min_valid modules in all.
+            for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid;) {
+                const int round = std::min(std::max(pc.min_valid - static_cast<int>(modules.size()), world_),
+                                           4 * pc.min_valid - attempt);
+                std::vector<Candidate> round_cands;
+                for (int k = 0; k < round; ++k, ++attempt) {
+                    const ApiSet& set = sets[static_cast<size_t>(attempt) % sets.size()];
+                    GeneratedTask g = generate_task(catalog_, set, sizes, srng);
+                    round_cands.push_back({g.source, g.apis, set.level});
                 }
+                for (const TaskRecord& t : store_tasks(round_cands, "symbolic", it))
+                    if (t.valid && static_cast<int>(modules.size()) < pc.min_valid && seen.insert(t.id).second) {
+                        modules.push_back(stored(t));
+                        ++symbolic;
+                    }
             }
         }
+
+        const double validate_s = lap();
 
         // p-hat of each module: G verified Coder samples; the frontier learns from each.
         const int G = pc.probe_samples;
@@ -392,7 +644,7 @@ private:
                                              cfg_.coder_phase.top_p, derive_seed(cfg_.seed, it, kProbeStage));
             CoderStepStats cst;
             Progress bar("propose: measuring the Coder on " + std::to_string(modules.size()) + " modules", 1);
-            Judged j = coder_rollouts(it, "probe", modules, cprompts, 0, ccfg, cst);
+            Judged j = sample_step(it, "probe", hashes(modules), 0, *coder_, cprompts, ccfg, cst, &modules);
             bar.advance();
             std::vector<RolloutRecord> out;
             std::vector<int> passed(modules.size(), 0), judged(modules.size(), 0);
@@ -410,6 +662,8 @@ private:
                 if (judged[t]) frontier_.update(modules[t].apis, passed[t], judged[t]);
             }
         }
+
+        const double probe_s = lap();
 
         // Proposer rewards (6.2), group-relative per API set, and one update.
         for (size_t i = 0; i < proposals.size(); ++i)
@@ -439,7 +693,9 @@ private:
             }
         }
         append(out);
-        update_policy(proposer_->model(), proposer_->optimizer(), prompts, proposals, pcfg, pst);
+        const auto [set_begin, set_end] = block(sets.size());
+        update_policy(proposer_->model(), proposer_->optimizer(), prompts, rows_of(proposals, set_begin, set_end), pcfg, pst,
+                      dp_);
 
         std::vector<StoredTask> band;
         for (const auto& t : modules)
@@ -461,11 +717,16 @@ private:
                         {"updated", pst.updated},
                         {"loss", pst.loss},
                         {"grad_norm", pst.grad_norm},
-                        {"replayed", replayed}};
+                        {"replayed", replayed},
+                        {"sample_s", sample_s},
+                        {"validate_s", validate_s},
+                        {"probe_s", probe_s},
+                        {"update_s", lap()}};
         return band;
     }
 
     void add_attempts(const std::vector<StoredTask>& tasks, const Judged& j, const std::string& who) {
+        if (!leader()) return;
         for (size_t i = 0; i < j.rollouts.size(); ++i) {
             const auto& r = j.rollouts[i];
             if (r.outcome.infra_error) continue;
@@ -476,7 +737,7 @@ private:
             a.status = j.verdicts[i].value("status", std::string("unknown"));
             a.correct = r.outcome.correct;
             a.speedup = r.outcome.speedup_eager;
-            store_.add_attempt(a);
+            store_->add_attempt(a);
         }
     }
 
@@ -485,9 +746,13 @@ private:
         std::vector<StoredTask> pool = band;
         std::set<int64_t> in;
         for (const auto& t : band) in.insert(t.id);
+        // The leader's store lists the older tasks, for every rank.
+        json listed = json::array();
+        if (leader())
+            for (const auto& t : store_->tasks(/*valid_only=*/true))
+                if (!in.count(t.id)) listed.push_back(to_json(stored(t)));
         std::vector<StoredTask> older;
-        for (const auto& t : store_.tasks(/*valid_only=*/true))
-            if (!in.count(t.id)) older.push_back(stored(t));
+        for (const auto& t : from_leader(listed)) older.push_back(stored_of(t));
         std::mt19937_64 rng(derive_seed(cfg_.seed, it, kPoolStage));
         std::shuffle(older.begin(), older.end(), rng);
         // With no band module yet (a Coder that solves nothing, early on) replay alone feeds the pool.
@@ -507,7 +772,7 @@ private:
             return;
         }
         Progress bar("coder: CA-GRPO steps", cc.steps);
-        for (int s = 0; s < cc.steps && !stop_; ++s) {
+        for (int s = 0; s < cc.steps && !stopping(); ++s) {
             std::vector<StoredTask> tasks = pool;
             std::mt19937_64 rng(derive_seed(cfg_.seed, it, kCoderStage, static_cast<uint64_t>(s)));
             std::shuffle(tasks.begin(), tasks.end(), rng);
@@ -520,7 +785,7 @@ private:
             // Samples are numbered across the iteration's steps, so a task drawn in two steps keeps
             // distinct record keys.
             const int first = s * cc.group_size;
-            Judged j = coder_rollouts(it, "coder", tasks, prompts, first, c, st);
+            Judged j = sample_step(it, "coder", hashes(tasks), first, *coder_, prompts, c, st, &tasks);
             auto t0 = std::chrono::steady_clock::now();
             score_rollouts(j.rollouts, tasks.size(), rewards_, c, st);
             std::vector<RolloutRecord> out;
@@ -538,7 +803,8 @@ private:
             for (size_t t = 0; t < tasks.size(); ++t)
                 if (judged[t]) frontier_.update(tasks[t].apis, passed[t], judged[t]);
             st.judge_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            update_policy(coder_->model(), coder_->optimizer(), prompts, j.rollouts, c, st);
+            const auto [begin, end] = block(tasks.size());
+            update_policy(coder_->model(), coder_->optimizer(), prompts, rows_of(j.rollouts, begin, end), c, st, dp_);
             double geo = 0;
             for (double x : speedups) geo += std::log(x);
             steps.push_back({{"step", s},
@@ -568,7 +834,7 @@ private:
     // Stage 4: bench's run on the held-out set, into eval/iter-K (resumable by itself).
     void evaluate(int64_t it, json& m) {
         BenchOptions bo;
-        bo.out_dir = run_.eval_dir(it);
+        bo.out_dir = run_->eval_dir(it);
         bo.format = format_;
         bo.samples = cfg_.eval.samples;
         bo.ks = {1};
@@ -597,49 +863,56 @@ private:
     // Stage 5: everything an exact resume needs, in one directory renamed into place.
     void checkpoint(int64_t it, json& m) {
         m["frontier_size"] = frontier_.stats().size();
-        m["tokens_sampled"] = tokens_;
-        m["verified"] = verified_;
-        m["verify_s"] = verify_s_;
-        m["verifier_jobs_per_min"] = verify_s_ > 0 ? 60.0 * verified_ / verify_s_ : 0.0;
         m["stage_s"] = timer_.to_json();
-        run_.commit_checkpoint(it, [&](const std::string& dir) {
+        run_->commit_checkpoint(it, [&](const std::string& dir) {
             coder_->save(dir + "/coder");
             if (proposer_) proposer_->save(dir + "/proposer");
             json state = {{"iteration", it}, {"frontier", frontier_.to_json()}, {"metrics", m}};
             if (rewards_.batch_correct_ema()) state["batch_correct_ema"] = *rewards_.batch_correct_ema();
             write_file_atomic(dir + "/state.json", state.dump(2) + "\n");
         });
-        tokens_ = verified_ = 0;
-        verify_s_ = 0;
     }
 
+    // Every rank restores from the leader's checkpoint (the run directory is shared).
     void restore(int64_t it) {
-        const std::string dir = run_.checkpoint_dir(it);
+        const std::string dir = RunDir::checkpoint_path(run_path_, it);
         json state = json::parse(read_file(dir + "/state.json"));
         coder_->restore(dir + "/coder");
         if (proposer_) proposer_->restore(dir + "/proposer");
         frontier_.from_json(state.at("frontier"));
         if (state.contains("batch_correct_ema")) rewards_.set_batch_correct_ema(state["batch_correct_ema"].get<double>());
-        run_.record_metrics(it, state.at("metrics"));  // a no-op unless the crash came between checkpoint and metrics
+        // A no-op unless the crash came between checkpoint and metrics.
+        if (leader()) run_->record_metrics(it, state.at("metrics"));
         std::fprintf(stderr, "[train] resumed after iteration %lld\n", static_cast<long long>(it));
+    }
+
+    static std::vector<std::string> hashes(const std::vector<StoredTask>& tasks) {
+        std::vector<std::string> out;
+        for (const auto& t : tasks) out.push_back(t.hash);
+        return out;
     }
 
     const TrainConfig& cfg_;
     const std::atomic<bool>& stop_;
-    RunDir run_;
+    Collective* dp_;  // null: one process
+    int rank_, world_;
+    std::string run_path_;
     int64_t last_iteration_;
     ApiCatalog catalog_;
-    TaskStore store_;
     CoderFormat format_;
     CoderPrompt prompt_;
     FrontierTracker frontier_;
     CoderRewards rewards_;
-    RecordIndex records_;
+    // The leader's alone: the run directory, its rollout records, the task store and its pipeline.
+    std::unique_ptr<RunDir> run_;
+    std::unique_ptr<RecordIndex> records_;
+    std::unique_ptr<TaskStore> store_;
+    std::unique_ptr<TaskPipeline> pipeline_;
+    std::unique_ptr<TaskValidator> validator_;  // the other ranks' (the leader's is the pipeline's)
     std::unique_ptr<Policy> coder_, proposer_;
     std::unique_ptr<Verifier> verifier_;
-    std::unique_ptr<TaskPipeline> pipeline_;
     StageTimer timer_;
-    int64_t tokens_ = 0, verified_ = 0;
+    int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
     double verify_s_ = 0;
 };
 
@@ -647,7 +920,17 @@ private:
 
 int64_t run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop) {
     cfg.validate();
-    Trainer t(cfg, opts, stop);
+    std::unique_ptr<Collective> dp;
+    if (auto env = DistEnv::from_environment(); env && env->world > 1) {
+        const bool gpu = cfg.device.rfind("cuda", 0) == 0 || cfg.verify_device.rfind("cuda", 0) == 0;
+        for (const auto& [key, dev] : {std::pair{"device", cfg.device}, std::pair{"verify_device", cfg.verify_device}})
+            if (dev != "cpu" && dev != "cuda")
+                throw std::invalid_argument(std::string(key) + " = \"" + dev + "\" with " + std::to_string(env->world) +
+                                            " ranks: each rank uses its own GPU; give \"cuda\" or \"cpu\"");
+        if (gpu) bind_local_device(*env);
+        dp = make_process_group(*env, cfg.device == "cuda" ? "nccl" : "gloo", kCollectiveTimeout);
+    }
+    Trainer t(cfg, opts, stop, dp.get());
     return t.run();
 }
 

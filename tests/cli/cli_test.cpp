@@ -544,6 +544,58 @@ TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
         EXPECT_EQ(kz::read_file(out + "/checkpoints/iter-000002/" + f), kz::read_file(ref + "/checkpoints/iter-000002/" + f)) << f;
 }
 
+// Data parallelism (issue 7): two ranks (gloo) share one run directory; a run killed at world size 2
+// resumes at 1 and then at 2 again, with no record lost or written twice.
+TEST_F(TrainTest, DataParallelRanksShareOneRunAndResumeAtAnyWorldSize) {
+    const std::string out = dir + "/dp";
+    auto stderr_has = [&](const std::string& text) {
+        std::ifstream f(dir + "/stderr.txt");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        return all.find(text) != std::string::npos;
+    };
+    auto k = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--nproc-per-node", "2"}, dir,
+                 [&, seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
+                     if (!seen && stderr_has("iter 2: coder ...")) seen = std::chrono::steady_clock::now();
+                     return seen && std::chrono::steady_clock::now() - *seen >= 300ms;
+                 });
+    EXPECT_EQ(k.code, 128 + SIGKILL) << k.err;
+    EXPECT_NE(k.err.find("on 2 ranks"), std::string::npos) << k.err;
+    // The killed launcher took its ranks with it: the run directory's lock is free again.
+    auto one = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--resume"}, dir);
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_NE(one.err.find("resumed after iteration 1"), std::string::npos) << one.err;
+    auto two = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "3", "--resume", "--nproc-per-node", "2"}, dir);
+    ASSERT_EQ(two.code, 0) << two.err;
+    EXPECT_NE(two.err.find("resumed after iteration 2"), std::string::npos) << two.err;
+    EXPECT_EQ(two.out.find("finished iteration 3"), two.out.rfind("finished iteration 3")) << "one line, from rank 0: " << two.out;
+
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2, 3}));
+    auto metrics = results(out + "/metrics.jsonl");
+    EXPECT_EQ(metrics[0]["world_size"], 2);
+    EXPECT_EQ(metrics[1]["world_size"], 1);
+    EXPECT_EQ(metrics[2]["world_size"], 2);
+    // Every iteration's records are complete, whichever world size sampled them: 2 API sets x 2
+    // proposals, G = 2 per measured module, one Coder step of 2 tasks x 4.
+    auto recs = records(out);
+    std::map<std::pair<int, std::string>, int> count;
+    for (const auto& [key, r] : recs) ++count[{r["iteration"].get<int>(), r["role"].get<std::string>()}];
+    for (int it = 1; it <= 3; ++it) {
+        const auto& m = metrics[static_cast<size_t>(it - 1)];
+        EXPECT_EQ((count[{it, "proposer"}]), 4) << it;
+        EXPECT_EQ((count[{it, "probe"}]), 2 * m["propose"]["modules_measured"].get<int>()) << it;
+        EXPECT_EQ((count[{it, "coder"}]), 8) << it;
+    }
+    EXPECT_EQ(metrics[2]["samples"].get<int>(), (4 + count[{3, "probe"}] + 8)) << metrics[2].dump();
+    EXPECT_TRUE(fs::is_regular_file(out + "/checkpoints/iter-000003/coder/adapter/adapter_model.safetensors"));
+
+    // A launched rank cannot launch ranks of its own.
+    setenv("WORLD_SIZE", "2", 1);
+    auto nested = run({"train", "--preset", "tiny-cpu", "--out", dir + "/nested", "--nproc-per-node", "2"}, dir);
+    unsetenv("WORLD_SIZE");
+    EXPECT_EQ(nested.code, 2);
+    EXPECT_NE(nested.err.find("WORLD_SIZE"), std::string::npos) << nested.err;
+}
+
 TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto write = [&](const std::string& name, const std::string& text) {
         std::ofstream(dir + "/" + name) << text;

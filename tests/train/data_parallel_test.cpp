@@ -1,7 +1,8 @@
-// Data parallelism (issue 7): two gloo ranks, each with half of a batch, end N policy updates with the
-// same parameters as one process with the whole batch. The test runs itself: without arguments it is
-// the parent (the single-process reference, then two rank processes launched with torchrun-style
-// environment variables); with --rank it is one rank.
+// Data parallelism (issue 7): two ranks, each with half of a batch, end N policy updates with the same
+// parameters as one process with the whole batch: `data_parallel_test` with gloo on the CPU,
+// `data_parallel_test nccl` with NCCL on two GPUs (exit 77, skipped, with fewer). The test runs
+// itself: as the parent it computes the single-process reference, then launches two rank processes
+// with torchrun-style environment variables; with --rank it is one rank.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,11 +25,11 @@ constexpr int kSteps = 3, kRows = 8;
 // The same tiny model, adapters and batch in every process: (prompt, completion, advantage) rows with
 // different lengths, advantages of both signs.
 struct Setup {
-    kz::Model model = kz::Model::random(kz::ModelConfig::preset(kz::Arch::qwen2, "tiny", 512), torch::kCPU,
-                                        torch::kFloat32, 7);
+    kz::Model model;
     std::vector<std::vector<int64_t>> prompts;
     std::vector<kz::Rollout> rows;
-    Setup() {
+    explicit Setup(torch::Device device)
+        : model(kz::Model::random(kz::ModelConfig::preset(kz::Arch::qwen2, "tiny", 512), device, torch::kFloat32, 7)) {
         kz::LoraConfig lc;
         lc.rank = 4;
         lc.alpha = 8;
@@ -68,16 +69,29 @@ struct Setup {
     }
 };
 
-int run_rank(int argc, char** argv) {
-    const std::string out = argv[argc - 1];
+torch::Device device_for(const std::string& backend) {
+    return backend == "nccl" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+}
+
+int run_rank(const std::string& backend, const std::string& out) {
     auto env = kz::DistEnv::from_environment();
     if (!env) {
         std::fprintf(stderr, "rank: WORLD_SIZE is not set\n");
         return 2;
     }
-    auto pg = kz::make_process_group(*env, "gloo", std::chrono::seconds(60));
-    Setup s;
+    if (backend == "nccl") kz::bind_local_device(*env);  // this rank's GPU becomes cuda:0
+    auto pg = kz::make_process_group(*env, backend, std::chrono::seconds(120));
+    Setup s(device_for(backend));
     auto params = s.train(env->rank, env->world, pg.get());
+    for (auto& p : params) p = p.cpu();
+    // The other collectives the trainer uses: every rank's bytes, rank 0's bytes.
+    auto all = pg->all_gather_bytes(std::string(static_cast<size_t>(3 + env->rank * 5000), static_cast<char>('a' + env->rank)));
+    std::string bcast = pg->broadcast_bytes(env->rank == 0 ? std::string("from rank 0") : std::string("ignored"));
+    pg->barrier("end", std::chrono::seconds(60));
+    if (all.size() != 2 || all[0] != std::string(3, 'a') || all[1] != std::string(5003, 'b') || bcast != "from rank 0") {
+        std::fprintf(stderr, "rank %d: all_gather_bytes / broadcast_bytes returned the wrong bytes\n", env->rank);
+        return 1;
+    }
     torch::save(params, out + ".rank" + std::to_string(env->rank));
     return 0;
 }
@@ -85,15 +99,25 @@ int run_rank(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc >= 2 && std::string(argv[1]) == "--rank") return run_rank(argc, argv);
+    if (argc == 4 && std::string(argv[1]) == "--rank") return run_rank(argv[2], argv[3]);
+    const std::string backend = argc >= 2 ? argv[1] : "gloo";
+    if (backend != "gloo" && backend != "nccl") {
+        std::fprintf(stderr, "usage: data_parallel_test [gloo|nccl]\n");
+        return 2;
+    }
+    if (backend == "nccl" && torch::cuda::device_count() < 2) {
+        std::printf("SKIP: NCCL parity needs 2 GPUs, this machine has %d\n", static_cast<int>(torch::cuda::device_count()));
+        return 77;
+    }
     torch::set_num_threads(1);
     const auto dir = std::filesystem::temp_directory_path() / ("kz-dp-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string out = (dir / "params").string();
     std::vector<torch::Tensor> ref;
     {
-        Setup s;
+        Setup s(device_for(backend));
         ref = s.train(0, 1, nullptr);
+        for (auto& p : ref) p = p.cpu();
     }
     const int port = 29600 + static_cast<int>(::getpid() % 1000);
     std::vector<pid_t> kids;
@@ -105,7 +129,7 @@ int main(int argc, char** argv) {
             setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
             setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-            execl("/proc/self/exe", argv[0], "--rank", out.c_str(), static_cast<char*>(nullptr));
+            execl("/proc/self/exe", argv[0], "--rank", backend.c_str(), out.c_str(), static_cast<char*>(nullptr));
             _exit(127);
         }
         kids.push_back(pid);
@@ -132,14 +156,18 @@ int main(int argc, char** argv) {
     }
     double moved = 0;  // how far training moved the adapters: the comparison must not be vacuous
     {
-        Setup fresh;
+        Setup fresh(device_for(backend));
         auto init = kz::lora_parameters(fresh.model);
-        for (size_t i = 0; i < ref.size(); ++i) moved = std::max(moved, (ref[i] - init[i].second).abs().max().item<double>());
+        for (size_t i = 0; i < ref.size(); ++i)
+            moved = std::max(moved, (ref[i] - init[i].second.cpu()).abs().max().item<double>());
     }
     std::filesystem::remove_all(dir);
-    std::printf("2 gloo ranks vs 1 process, %d steps: max |diff| %.3g (training moved parameters by up to %.3g)\n",
-                kSteps, worst, moved);
-    if (moved < 1e-3 || worst > 1e-5) {
+    std::printf("2 %s ranks vs 1 process, %d steps: max |diff| %.3g (training moved parameters by up to %.3g)\n",
+                backend.c_str(), kSteps, worst, moved);
+    // On GPUs the two runs' kernels sum in different orders (other batch shapes), and AdamW's division
+    // by sqrt(v) magnifies that for parameters with tiny gradients: a looser bound there.
+    const double bound = backend == "nccl" ? 1e-4 : 1e-5;
+    if (moved < 1e-3 || worst > bound) {
         std::fprintf(stderr, "FAIL\n");
         return 1;
     }
