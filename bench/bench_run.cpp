@@ -77,7 +77,7 @@ std::string reference_candidate(const std::string& task_source) {
 }
 
 BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& opts, CompletionSource* source,
-                       Verifier& verifier, const std::atomic<bool>& stop) {
+                       VerifyService& verifier, const std::atomic<bool>& stop) {
     if (opts.samples < 1) throw std::invalid_argument("--samples must be >= 1");
     for (int64_t k : opts.ks)
         if (k < 1 || k > opts.samples)

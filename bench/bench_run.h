@@ -25,7 +25,7 @@
 
 namespace kz {
 
-class Verifier;
+class VerifyService;
 
 struct BenchTask {
     std::string id;      // "<group>/<file stem>"
@@ -63,7 +63,7 @@ struct BenchOptions {
 // std::runtime_error for a run directory in use by a different run, or when a completion source
 // fails. `stop` is polled: an interrupted run keeps what it recorded.
 BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& opts, CompletionSource* source,
-                       Verifier& verifier, const std::atomic<bool>& stop);
+                       VerifyService& verifier, const std::atomic<bool>& stop);
 
 // The candidate of the reference self-test: the task's module, with `ModelNew` as `Model`.
 std::string reference_candidate(const std::string& task_source);

@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/torch_info.h"
 #include "train/policy.h"
+#include "verify/farm.h"
 #include "verify/verifier.h"
 
 namespace kz::cli {
@@ -54,7 +55,7 @@ private:
 Runner add_bench(CLI::App& app) {
     struct Args : ModelArgs {
         std::vector<std::string> tasks;
-        std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model;
+        std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model, verifier;
         int samples = 1, workers = 1, batch = 8, trials = 5, concurrency = 8;
         std::vector<int64_t> ks = {1};
         std::optional<double> temperature;
@@ -92,6 +93,7 @@ Runner add_bench(CLI::App& app) {
     cmd->add_option("--trials", a->trials, "Correctness trials per sample")->check(CLI::Range(1, 1000));
     cmd->add_option("--timeout", a->timeout, "Seconds for one candidate run")->check(CLI::PositiveNumber);
     cmd->add_option("--cache-dir", a->cache_dir, "Verifier build cache and baselines (default ~/.cache/kernelzero)");
+    cmd->add_option("--verifier", a->verifier, "local (default) or redis://host:port/db: a farm of verifier daemons");
     cmd->add_flag("--json", a->as_json, "Print the metrics as JSON on the last line");
     cmd->add_flag("--no-progress", a->no_progress, "No progress output");
     return [a, cmd]() -> int {
@@ -154,14 +156,15 @@ Runner add_bench(CLI::App& app) {
             vo.cache_dir = a->cache_dir;
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
-            Verifier verifier(vo);
+            std::unique_ptr<VerifyService> service;
             try {
-                verifier.start();
+                service = make_verify_service(a->verifier, vo);
+                service->start();
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
                 return 3;
             }
-            BenchMetrics m = run_bench(tasks, opts, source.get(), verifier, g_stop);
+            BenchMetrics m = run_bench(tasks, opts, source.get(), *service, g_stop);
             const auto& o = m.overall;
             if (!a->as_json) {
                 std::printf("%lld tasks, %lld samples: %lld correct", static_cast<long long>(o.tasks),

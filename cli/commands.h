@@ -24,5 +24,7 @@ Runner add_serve(CLI::App& app);
 Runner add_train(CLI::App& app);
 Runner add_sft(CLI::App& app);
 Runner add_report(CLI::App& app);
+Runner add_verifier_daemon(CLI::App& app);
+Runner add_farm(CLI::App& app);
 
 }  // namespace kz::cli

@@ -29,7 +29,7 @@ int fail(const char* cmd, const std::string& msg) {
 
 Runner add_train(CLI::App& app) {
     struct Args {
-        std::string config, preset, out;
+        std::string config, preset, out, verifier;
         bool resume = false, print_config = false;
         std::optional<int> iterations;
         int nproc = 1;
@@ -44,6 +44,9 @@ Runner add_train(CLI::App& app) {
     cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
     cmd->add_option("--iterations", a->iterations, "Run until this iteration (overrides the configuration)")
         ->check(CLI::Range(0, 1000000));
+    cmd->add_option("--verifier", a->verifier,
+                    "Where verdicts come from: local (the in-process pool) or redis://host:port/db (a farm of "
+                    "verifier daemons); overrides verifier.url");
     cmd->add_option("--nproc-per-node", a->nproc,
                     "Data-parallel ranks on this machine, one per GPU (or CPU process); torchrun-style "
                     "variables (RANK, WORLD_SIZE, ...) launch ranks from elsewhere")
@@ -58,6 +61,7 @@ Runner add_train(CLI::App& app) {
                 return 0;
             }
             TrainConfig c = a->preset.empty() ? load_train_config(a->config) : train_preset(a->preset);
+            if (!a->verifier.empty()) c.verifier.url = a->verifier;
             if (a->print_config) {
                 std::cout << c.to_json().dump(2) << "\n";
                 return 0;
@@ -77,6 +81,7 @@ Runner add_train(CLI::App& app) {
                 argv.insert(argv.end(), {"--out", o.out_dir});
                 if (a->resume) argv.push_back("--resume");
                 if (a->iterations) argv.insert(argv.end(), {"--iterations", std::to_string(*a->iterations)});
+                if (!a->verifier.empty()) argv.insert(argv.end(), {"--verifier", a->verifier});
                 return launch_local_ranks(a->nproc, argv, g_stop);
             }
             int64_t done = run_training(c, o, g_stop);

@@ -10,6 +10,7 @@
 #include "engine/torch_info.h"
 #include "verify/batch.h"
 #include "verify/sources.h"
+#include "verify/farm.h"
 #include "verify/verifier.h"
 
 namespace kz::cli {
@@ -27,7 +28,7 @@ int usage_error(const std::string& msg) {
 
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
-    std::string cache_dir, python;
+    std::string cache_dir, python, verifier;
     int trials = 5, timing_iters = 0, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0, spares = 1;
     double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
     bool json = false, no_progress = false;
@@ -99,6 +100,9 @@ Runner add_verify(CLI::App& app) {
         ->check(CLI::Range(0, 4096));
     cmd->add_option("--spares", a->spares, "Warm candidate children kept ready per lane")->check(CLI::Range(1, 16));
     cmd->add_option("--cache-dir", a->cache_dir, "Build cache and baseline database (default ~/.cache/kernelzero)");
+    cmd->add_option("--verifier", a->verifier,
+                    "local (the in-process pool, default) or redis://host:port/db: queue the jobs for a farm of "
+                    "verifier daemons (which must verify with the same settings)");
     cmd->add_option("--python", a->python, "Python interpreter for the workers (default: the project's .venv)");
     cmd->add_flag("--json", a->json, "Print the verdict as JSON on the last line");
     cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
@@ -155,9 +159,9 @@ Runner add_verify(CLI::App& app) {
 
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
-        std::unique_ptr<Verifier> verifier;
+        std::unique_ptr<VerifyService> verifier;
         try {
-            verifier = std::make_unique<Verifier>(o);
+            verifier = make_verify_service(a->verifier, o);
             verifier->start();
         } catch (const std::exception& e) {
             std::fprintf(stderr, "kernelzero verify: cannot start the verifier: %s\n", e.what());

@@ -9,7 +9,8 @@ ROOT=$(pwd)
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
               nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
-              libpcre2-dev libutf8proc-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev libtomlplusplus-dev libgloo-dev)
+              libpcre2-dev libutf8proc-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev libtomlplusplus-dev libgloo-dev
+              libhiredis-dev redis-server)
 TORCH_VERSION=2.11.0
 TRITON_VERSION=3.6.0
 # Triton 3.6's CPU interpreter calls int() on one-element arrays, which numpy 2.4 refuses: a loop over

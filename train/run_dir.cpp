@@ -70,8 +70,11 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
     if (exists) {
         json run = json::parse(read_file(file("run.json")));
         json recorded = run.value("config", json::object()), now = config;
-        recorded.erase("iterations");
-        now.erase("iterations");
+        // What may change on resume: how long to run, and where verdicts come from (same settings).
+        for (json* j : {&recorded, &now}) {
+            j->erase("iterations");
+            if (j->contains("verifier") && (*j)["verifier"].is_object()) (*j)["verifier"].erase("url");
+        }
         if (recorded != now) {
             std::string diff;
             for (auto& [k, v] : now.items())

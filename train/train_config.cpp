@@ -214,7 +214,7 @@ nlohmann::json TrainConfig::to_json() const {
               {"max_new_tokens", eval.max_new_tokens}, {"temperature", eval.temperature}}},
             {"verifier",
              {{"workers", verifier.workers}, {"in_flight", verifier.in_flight}, {"timing_iters", verifier.timing_iters},
-              {"trials", verifier.trials}, {"timeout_s", verifier.timeout_s}, {"policy", verifier.policy}}},
+              {"trials", verifier.trials}, {"timeout_s", verifier.timeout_s}, {"policy", verifier.policy}, {"url", verifier.url}}},
             {"sft",
              {{"data", sft.data}, {"tasks", sft.tasks}, {"candidates", sft.candidates}, {"lr", sft.lr},
               {"epochs", sft.epochs}, {"batch_size", sft.batch_size},
@@ -307,6 +307,7 @@ TrainConfig parse_train_config(const std::string& text, const std::string& origi
         t.get("trials", c.verifier.trials);
         t.get("timeout_s", c.verifier.timeout_s);
         t.get("policy", c.verifier.policy);
+        t.get("url", c.verifier.url);
         t.finish();
     }
     {

@@ -72,6 +72,7 @@ struct VerifierSpec {
     int workers = 2;
     int in_flight = 4;
     int timing_iters = 0;          // 0: the verifier's default for the device
+    std::string url;               // "" / "local": the in-process pool; redis://host:port/db: a farm
     int trials = 5;
     double timeout_s = 120;
     std::string policy = "strict";

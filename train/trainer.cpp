@@ -212,7 +212,7 @@ public:
         vo.timeout_s = cfg.verifier.timeout_s;
         vo.lanes = cfg.verifier.workers;
         vo.compile_workers = cfg.verifier.workers;
-        verifier_ = std::make_unique<Verifier>(vo);
+        verifier_ = make_verify_service(cfg.verifier.url, vo);
         verifier_->start();
         PipelineOptions po;
         po.validation.device = cfg.verify_device;
@@ -910,7 +910,7 @@ private:
     std::unique_ptr<TaskPipeline> pipeline_;
     std::unique_ptr<TaskValidator> validator_;  // the other ranks' (the leader's is the pipeline's)
     std::unique_ptr<Policy> coder_, proposer_;
-    std::unique_ptr<Verifier> verifier_;
+    std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
     double verify_s_ = 0;

@@ -26,7 +26,7 @@ RolloutOutcome outcome_of_json(const nlohmann::json& v) {
     return o;
 }
 
-VerifierJudge::VerifierJudge(Verifier& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight)
+VerifierJudge::VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight)
     : verifier_(verifier), tasks_(std::move(task_sources)), backend_(std::move(backend)), in_flight_(std::max(1, in_flight)) {}
 
 std::vector<RolloutOutcome> VerifierJudge::operator()(const std::vector<std::pair<size_t, std::string>>& items) {

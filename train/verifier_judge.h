@@ -15,7 +15,7 @@ namespace kz {
 class VerifierJudge {
 public:
     // `task_sources` indexed as the step's tasks; backend "triton" | "cuda".
-    VerifierJudge(Verifier& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight = 4);
+    VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight = 4);
     std::vector<RolloutOutcome> operator()(const std::vector<std::pair<size_t, std::string>>& items);
     // The verdicts of the last call, in its order.
     const std::vector<Verdict>& verdicts() const { return verdicts_; }
@@ -23,7 +23,7 @@ public:
     size_t verified() const { return verified_; }
 
 private:
-    Verifier& verifier_;
+    VerifyService& verifier_;
     std::vector<std::string> tasks_;
     std::string backend_;
     int in_flight_;

@@ -136,7 +136,7 @@ private:
 
 }  // namespace
 
-BatchSummary run_batch(Verifier& verifier, const BatchOptions& opts, const std::atomic<bool>& stop) {
+BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const std::atomic<bool>& stop) {
     std::vector<BatchJob> jobs = read_jobs(opts.jobs_path);
     std::filesystem::path out(opts.out_path);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());

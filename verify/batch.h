@@ -1,4 +1,4 @@
-// `kernelzero verify --jobs JOBS.jsonl --out RESULTS.jsonl`: a batch of jobs through one Verifier.
+// `kernelzero verify --jobs JOBS.jsonl --out RESULTS.jsonl`: a batch of jobs through one verifier (in-process or a farm: verify/service.h).
 //
 // Each input line is {"id", "task", "candidate", "backend"} (paths relative to the jobs file, or
 // inline sources). Each result is one line {"id", ...verdict} appended and fsync'ed as soon as the job
@@ -42,6 +42,6 @@ std::vector<BatchJob> read_jobs(const std::string& path);
 std::set<std::string> finished_ids(const std::string& out_path);
 
 // Runs the batch; `stop` is polled (set by a signal handler) to interrupt.
-BatchSummary run_batch(Verifier& verifier, const BatchOptions& opts, const std::atomic<bool>& stop);
+BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const std::atomic<bool>& stop);
 
 }  // namespace kz

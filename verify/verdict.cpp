@@ -1,5 +1,7 @@
 #include "verify/verdict.h"
 
+#include <stdexcept>
+
 #include <cmath>
 #include <set>
 
@@ -61,6 +63,49 @@ json Verdict::to_json() const {
     j["stages"] = stages;
     j["log"] = log;
     return j;
+}
+
+Verdict Verdict::from_json(const json& j) {
+    try {
+        Verdict v;
+        auto st = status_from_string(j.at("status").get<std::string>());
+        if (!st) throw std::invalid_argument("unknown status " + j.at("status").dump());
+        v.status = *st;
+        v.reason = j.value("reason", "");
+        if (j.contains("trials") && j["trials"].is_object()) {
+            v.trials_passed = j["trials"].value("passed", 0);
+            v.trials_run = j["trials"].value("run", 0);
+        }
+        auto num = [&](const char* key) -> std::optional<double> {
+            if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+            return j[key].get<double>();
+        };
+        v.max_abs_err = num("max_abs_err");
+        v.max_rel_err = num("max_rel_err");
+        if (j.contains("runtime_ms") && j["runtime_ms"].is_object()) {
+            const auto& r = j["runtime_ms"];
+            v.runtime_ms = RuntimeStats{r.at("median").get<double>(), r.at("min").get<double>(), r.at("max").get<double>(),
+                                        r.at("n").get<int>()};
+        }
+        v.timing_source = j.contains("timing_source") && j["timing_source"].is_string() ? j["timing_source"].get<std::string>() : "";
+        v.ref_eager_ms = num("ref_eager_ms");
+        v.ref_compile_ms = num("ref_compile_ms");
+        v.speedup_eager = num("speedup_eager");
+        v.speedup_compile = num("speedup_compile");
+        v.custom_kernel_time_fraction = num("custom_kernel_time_fraction");
+        v.checks = j.value("checks", std::map<std::string, std::string>());
+        v.review = j.value("review", false);
+        v.compile_s = j.value("compile_s", 0.0);
+        v.total_s = j.value("total_s", 0.0);
+        v.device = j.value("device", "");
+        v.backend = j.value("backend", "");
+        v.attempts = j.value("attempts", 1);
+        v.stages = j.value("stages", json::object());
+        v.log = j.value("log", "");
+        return v;
+    } catch (const json::exception& e) {
+        throw std::invalid_argument(std::string("malformed verdict: ") + e.what());
+    }
 }
 
 Verdict early_verdict(Status s, const std::string& reason, const std::string& device, const std::string& backend) {

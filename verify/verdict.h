@@ -37,6 +37,9 @@ struct Verdict {
 
     bool correct() const { return status == Status::correct; }
     nlohmann::json to_json() const;
+    // to_json()'s object back (a verdict that travelled, e.g. from a farm daemon). Throws
+    // std::invalid_argument naming what is missing or malformed.
+    static Verdict from_json(const nlohmann::json& j);
 };
 
 struct AssemblyPolicy {

@@ -17,63 +17,34 @@
 #include <vector>
 
 #include "verify/baseline_cache.h"
+#include "verify/service.h"
 #include "verify/verdict.h"
 #include "verify/worker.h"
 
 namespace kz {
 
-struct VerifyOptions {
-    std::string device = "cpu";            // cpu | cuda | cuda:N
-    int trials = 5;
-    int timing_iters = 100;
-    int warmup = 3;
-    bool strict = true;
-    double timeout_s = 120;                // one candidate run (trials, timing, checks)
-    double compile_timeout_s = 900;        // one ahead-of-time build (load_inline takes a minute)
-    double min_kernel_share = 0.5;
-    double speedup_review_bound = 10.0;
-    bool require_custom_kernel = true;     // see AssemblyPolicy
-    int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
-    double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
-    int lanes = 1;                         // reference + candidate worker pairs
-    int compile_workers = 1;
-    int spare_children = 1;                // warm candidate children kept ready per lane
-    int max_attempts = 3;
-    std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
-    std::string work_dir;                  // scratch; a fresh directory under /tmp if empty
-    std::vector<std::string> worker_command;  // default: {python, "-m", "kernelzero.worker"}
-    std::string python_dir;                // PYTHONPATH for the workers
-};
-
-struct Job {
-    std::string id;
-    std::string task_source;
-    std::string candidate_source;
-    std::string backend;  // cuda | triton
-    double timeout_s = 0; // one candidate run; 0: the verifier's default
-};
-
 // The Python the workers run: $KZ_PYTHON, else the one configured at build time.
 std::string default_python();
 std::string default_python_dir();
 
-class Verifier {
+// The in-process verifier: the default VerifyService.
+class Verifier : public VerifyService {
 public:
     explicit Verifier(VerifyOptions opts);
-    ~Verifier();
+    ~Verifier() override;
     Verifier(const Verifier&) = delete;
     Verifier& operator=(const Verifier&) = delete;
 
     // Starts every worker in parallel and reads the device's identity. Throws std::runtime_error when
     // the workers cannot start at all (no Python, no torch): that is a set-up problem, not a verdict.
-    void start();
-    Verdict verify(const Job& job);
+    void start() override;
+    Verdict verify(const Job& job) override;
     // Kills every worker; in-flight verify() calls return infra_error. Safe from any thread.
-    void shutdown();
+    void shutdown() override;
 
     const std::string& device_name() const { return device_name_; }
     const std::string& torch_version() const { return torch_version_; }
-    const VerifyOptions& options() const { return opts_; }
+    const VerifyOptions& options() const override { return opts_; }
     int worker_starts() const;  // total process starts, for tests of replacement
 
 private:

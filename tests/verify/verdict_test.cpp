@@ -245,3 +245,14 @@ TEST(Verdict, UnreadableOutputsAreIncorrect) {
     auto v = kz::assemble_verdict(r, strict());
     EXPECT_EQ(v.status, Status::incorrect);
 }
+
+// A verdict that travelled (a farm daemon's, as JSON) reads back as the same verdict.
+TEST(Verdict, JsonRoundTripIsExact) {
+    auto v = kz::assemble_verdict(good(), strict());
+    ASSERT_EQ(v.status, Status::correct);
+    EXPECT_EQ(kz::Verdict::from_json(v.to_json()).to_json(), v.to_json());
+    auto e = kz::early_verdict(Status::format_error, "no code block", "cpu", "triton");
+    EXPECT_EQ(kz::Verdict::from_json(e.to_json()).to_json(), e.to_json());
+    EXPECT_THROW(kz::Verdict::from_json(nlohmann::json{{"status", "maybe"}}), std::invalid_argument);
+    EXPECT_THROW(kz::Verdict::from_json(nlohmann::json::object()), std::invalid_argument);
+}

@@ -1,0 +1,62 @@
+// Where verdicts come from: the in-process verifier pool (verify/verifier.h, the default) or a farm of
+// verifier daemons on Redis streams (verify/farm.h), chosen by URL. Everything that verifies (verify
+// --jobs, bench, the trainer's judge) talks to this interface.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verify/verdict.h"
+
+namespace kz {
+
+struct VerifyOptions {
+    std::string device = "cpu";            // cpu | cuda | cuda:N
+    int trials = 5;
+    int timing_iters = 100;
+    int warmup = 3;
+    bool strict = true;
+    double timeout_s = 120;                // one candidate run (trials, timing, checks)
+    double compile_timeout_s = 900;        // one ahead-of-time build (load_inline takes a minute)
+    double min_kernel_share = 0.5;
+    double speedup_review_bound = 10.0;
+    bool require_custom_kernel = true;     // see AssemblyPolicy
+    int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
+    double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
+    int lanes = 1;                         // reference + candidate worker pairs
+    int compile_workers = 1;
+    int spare_children = 1;                // warm candidate children kept ready per lane
+    int max_attempts = 3;
+    std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
+    std::string work_dir;                  // scratch; a fresh directory under /tmp if empty
+    std::vector<std::string> worker_command;  // default: {python, "-m", "kernelzero.worker"}
+    std::string python_dir;                // PYTHONPATH for the workers
+};
+
+struct Job {
+    std::string id;
+    std::string task_source;
+    std::string candidate_source;
+    std::string backend;  // cuda | triton
+    double timeout_s = 0; // one candidate run; 0: the verifier's default
+};
+
+class VerifyService {
+public:
+    virtual ~VerifyService() = default;
+    // Starts the workers or connects to the farm. Throws std::runtime_error naming the cause.
+    virtual void start() = 0;
+    // Thread-safe and blocking: one job's verdict (infra_error when the service failed, never a reward).
+    virtual Verdict verify(const Job& job) = 0;
+    // In-flight verify() calls return infra_error soon. Safe from any thread.
+    virtual void shutdown() = 0;
+    // The settings verdicts are asked with (a farm's daemons must verify with the same).
+    virtual const VerifyOptions& options() const = 0;
+};
+
+// "" or "local": the in-process pool with `opts`; "redis://host:port[/db]": the farm at that broker,
+// asking for `opts`' settings. Not started. Throws std::invalid_argument for another URL.
+std::unique_ptr<VerifyService> make_verify_service(const std::string& url, const VerifyOptions& opts);
+
+}  // namespace kz
