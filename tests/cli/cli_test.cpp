@@ -588,6 +588,14 @@ TEST_F(TrainTest, DataParallelRanksShareOneRunAndResumeAtAnyWorldSize) {
     EXPECT_EQ(metrics[2]["samples"].get<int>(), (4 + count[{3, "probe"}] + 8)) << metrics[2].dump();
     EXPECT_TRUE(fs::is_regular_file(out + "/checkpoints/iter-000003/coder/adapter/adapter_model.safetensors"));
 
+    // A rank that fails takes the launch down with its exit code and its message.
+    {
+        std::ofstream(dir + "/gpu1.toml") << "iterations = 1\ndevice = \"cuda:1\"\nverify_device = \"cpu\"\n[coder]\n"
+                                             "model = \"init:tiny\"\ntokenizer = \"" + kSrc + "/data/qwen2.5-tokenizer\"\n";
+        auto bad = run({"train", "--config", dir + "/gpu1.toml", "--out", dir + "/gpu1", "--nproc-per-node", "2"}, dir);
+        EXPECT_EQ(bad.code, 2) << bad.err;
+        EXPECT_NE(bad.err.find("each rank uses its own GPU"), std::string::npos) << bad.err;
+    }
     // A launched rank cannot launch ranks of its own.
     setenv("WORLD_SIZE", "2", 1);
     auto nested = run({"train", "--preset", "tiny-cpu", "--out", dir + "/nested", "--nproc-per-node", "2"}, dir);
