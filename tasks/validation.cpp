@@ -38,20 +38,30 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         work_dir_ = make_temp_dir(std::filesystem::temp_directory_path().string(), "kernelzero-validate-");
         owns_work_dir_ = true;
     }
-    WorkerConfig c;
-    c.command = {default_python(), "-m", "kernelzero.worker"};
-    c.role = "reference";
-    c.device = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-    if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
-    c.env["PYTHONPATH"] = default_python_dir();
-    c.env["PYTHONUNBUFFERED"] = "1";
-    c.work_root = work_dir_ + "/reference";
-    c.log_path = work_dir_ + "/reference.log";
-    worker_ = std::make_unique<Worker>(c);
+    if (opts_.workers < 1) throw std::invalid_argument("validation needs at least one worker");
+    for (int i = 0; i < opts_.workers; ++i) {
+        WorkerConfig c;
+        c.command = {default_python(), "-m", "kernelzero.worker"};
+        c.role = "reference";
+        c.device = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+        if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
+        c.env["PYTHONPATH"] = default_python_dir();
+        c.env["PYTHONUNBUFFERED"] = "1";
+        // The first worker keeps the single-worker layout (reference/, reference.log).
+        const std::string suffix = i == 0 ? "" : "-" + std::to_string(i);
+        c.work_root = work_dir_ + "/reference" + suffix;
+        c.log_path = work_dir_ + "/reference" + suffix + ".log";
+        auto slot = std::make_unique<Slot>();
+        slot->worker = std::make_unique<Worker>(c);
+        slot->work_dir = i == 0 ? work_dir_ : work_dir_ + "/scratch" + suffix;
+        std::filesystem::create_directories(slot->work_dir);
+        free_.push_back(slot.get());
+        slots_.push_back(std::move(slot));
+    }
 }
 
 TaskValidator::~TaskValidator() {
-    worker_.reset();
+    slots_.clear();
     if (owns_work_dir_) {
         std::error_code ec;
         std::filesystem::remove_all(work_dir_, ec);
@@ -67,9 +77,28 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
     }
     json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
                 {"min_runtime_ms", opts_.min_runtime_ms}, {"max_runtime_ms", opts_.max_runtime_ms},
-                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile}, {"work_dir", work_dir_}};
+                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile}};
+    Slot* slot;
+    {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !free_.empty(); });
+        slot = free_.back();
+        free_.pop_back();
+    }
+    struct Return {  // the slot goes back whatever happens
+        TaskValidator* v;
+        Slot* s;
+        ~Return() {
+            {
+                std::lock_guard lock(v->mu_);
+                v->free_.push_back(s);
+            }
+            v->cv_.notify_one();
+        }
+    } give_back{this, slot};
+    req["work_dir"] = slot->work_dir;
     TaskValidation v;
-    Reply r = worker_->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
+    Reply r = slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
     if (r.status == ReplyStatus::ok) {
         for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it) v.checks[it.key()] = it->get<std::string>();
         for (auto it = r.body["reasons"].begin(); it != r.body["reasons"].end(); ++it) v.reasons[it.key()] = it->get<std::string>();

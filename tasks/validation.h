@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@ struct ValidationOptions {
     bool compile = false;  // also run torch.compile (reported as "compile")
     std::chrono::seconds timeout{300};
     std::string work_dir;  // scratch space ("" = a fresh temporary directory)
+    int workers = 1;       // validations at once, one reference worker (and scratch directory) each
 };
 
 struct TaskValidation {
@@ -45,15 +48,23 @@ public:
     TaskValidator(const ApiCatalog& catalog, ValidationOptions opts);
     ~TaskValidator();
     // Throws std::runtime_error for an API name the catalog lacks; everything about the module
-    // itself is a check.
+    // itself is a check. Thread-safe: up to `workers` calls run at once, the others wait.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
+    int workers() const { return static_cast<int>(slots_.size()); }
 
 private:
+    struct Slot {
+        std::unique_ptr<Worker> worker;
+        std::string work_dir;
+    };
     const ApiCatalog& catalog_;
     ValidationOptions opts_;
     std::string work_dir_;
     bool owns_work_dir_ = false;
-    std::unique_ptr<Worker> worker_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    std::vector<Slot*> free_;
+    std::mutex mu_;
+    std::condition_variable cv_;
 };
 
 // The names of every check, in report order.

@@ -102,6 +102,7 @@ max_new_tokens = 1024
 levels = [1, 2]
 sizes = "typical"
 min_valid = 4
+validation_workers = 4
 
 [coder_phase]
 steps = 2

@@ -164,6 +164,8 @@ void TrainConfig::validate() const {
     if (!(0 <= propose.band_low && propose.band_low <= propose.band_high && propose.band_high <= 1))
         bad("propose.band_low/band_high", "must satisfy 0 <= low <= high <= 1");
     if (propose.sizes != "small" && propose.sizes != "typical") bad("propose.sizes", "must be small or typical");
+    if (propose.validation_workers < 1 || propose.validation_workers > 64)
+        bad("propose.validation_workers", "must lie in [1, 64]");
     if (propose.advantage != "grpo" && propose.advantage != "dr_grpo") bad("propose.advantage", "must be grpo or dr_grpo");
     if (coder_phase.steps < 0) bad("coder_phase.steps", "must be >= 0");
     if (coder_phase.tasks_per_step < 1) bad("coder_phase.tasks_per_step", "must be >= 1");
@@ -201,7 +203,8 @@ nlohmann::json TrainConfig::to_json() const {
               {"probe_samples", p.probe_samples}, {"max_new_tokens", p.max_new_tokens},
               {"temperature", p.temperature}, {"top_p", p.top_p}, {"levels", p.levels}, {"target", p.target},
               {"band_low", p.band_low}, {"band_high", p.band_high}, {"lambda_rep", p.lambda_rep},
-              {"min_valid", p.min_valid}, {"sizes", p.sizes}, {"advantage", p.advantage}}},
+              {"min_valid", p.min_valid},
+              {"validation_workers", p.validation_workers}, {"sizes", p.sizes}, {"advantage", p.advantage}}},
             {"coder_phase",
              {{"steps", c.steps}, {"tasks_per_step", c.tasks_per_step}, {"group_size", c.group_size},
               {"max_new_tokens", c.max_new_tokens}, {"temperature", c.temperature}, {"top_p", c.top_p},
@@ -262,6 +265,7 @@ TrainConfig parse_train_config(const std::string& text, const std::string& origi
         t.get("band_high", p.band_high);
         t.get("lambda_rep", p.lambda_rep);
         t.get("min_valid", p.min_valid);
+        t.get("validation_workers", p.validation_workers);
         t.get("sizes", p.sizes);
         t.get("advantage", p.advantage);
         t.finish();

@@ -42,6 +42,7 @@ struct ProposerPhase {
     // When fewer than this many modules pass validation, the symbolic generator composes the rest
     // from the same API sets (a Proposer that writes nothing usable does not starve the Coder).
     int min_valid = 1;
+    int validation_workers = 1;    // module validations at once per rank (one reference worker each)
     std::string sizes = "typical";     // symbolic fallback's sizes: small | typical
     std::string advantage = "grpo";    // grpo | dr_grpo over each set's proposals
 };

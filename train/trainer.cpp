@@ -7,7 +7,10 @@
 #include <map>
 #include <random>
 #include <set>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "bench/bench_run.h"
@@ -217,6 +220,7 @@ public:
         PipelineOptions po;
         po.validation.device = cfg.verify_device;
         po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
+        po.validation.workers = cfg.propose.validation_workers;
         if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
         else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }
@@ -499,16 +503,31 @@ private:
             for (size_t i = 0; i < cands.size(); ++i) fresh[i] = !pipeline_->resubmitted(cands[i].source, submission(it));
         fresh = from_leader(json(fresh)).get<std::vector<int>>();
         const auto [begin, end] = block(cands.size());
-        json mine = json::array();
-        for (size_t i = begin; i < end; ++i) {
-            if (!fresh[i]) {
-                mine.push_back(nullptr);
-                continue;
+        // This rank's block, validation_workers at a time.
+        std::vector<json> results(end - begin);
+        std::atomic<size_t> next{begin};
+        std::exception_ptr failed;
+        std::mutex failed_mu;
+        auto work = [&] {
+            for (size_t i; (i = next++) < end;) {
+                if (!fresh[i]) continue;
+                try {
+                    results[i - begin] = (leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
+                                                   : validator_->validate(cands[i].source, cands[i].apis))
+                                             .to_json();
+                } catch (...) {
+                    std::lock_guard lock(failed_mu);
+                    if (!failed) failed = std::current_exception();
+                }
             }
-            TaskValidation v = leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
-                                        : validator_->validate(cands[i].source, cands[i].apis);
-            mine.push_back(v.to_json());
-        }
+        };
+        std::vector<std::thread> threads;
+        for (int t = 0; t < std::min<int>(cfg_.propose.validation_workers, static_cast<int>(end - begin)); ++t)
+            threads.emplace_back(work);
+        for (auto& t : threads) t.join();
+        if (failed) std::rethrow_exception(failed);
+        json mine = json::array();
+        for (auto& r : results) mine.push_back(std::move(r));
         json stored_records = json::array();
         std::vector<json> validations;
         for (const auto& part : gather(mine))
@@ -613,10 +632,11 @@ private:
         if (static_cast<int>(modules.size()) < pc.min_valid && !sets.empty()) {
             std::mt19937_64 srng(derive_seed(cfg_.seed, it, kSymbolicStage));
             const SizeProfile sizes = pc.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
-            // In rounds of what is still missing (at least one module per rank, validated in parallel),
-            // at most 4 x min_valid modules in all.
+            // In rounds of what is still missing (at least one module per validation worker of every
+            // rank, validated in parallel), at most 4 x min_valid modules in all.
             for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid;) {
-                const int round = std::min(std::max(pc.min_valid - static_cast<int>(modules.size()), world_),
+                const int round = std::min(std::max(pc.min_valid - static_cast<int>(modules.size()),
+                                                    world_ * pc.validation_workers),
                                            4 * pc.min_valid - attempt);
                 std::vector<Candidate> round_cands;
                 for (int k = 0; k < round; ++k, ++attempt) {

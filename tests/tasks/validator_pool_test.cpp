@@ -1,0 +1,51 @@
+// TaskValidator with several workers: validations from several threads at once give the verdicts that
+// one worker gives them one by one (each worker has its own reference process and scratch directory).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "tasks/symbolic.h"
+#include "tasks/validation.h"
+
+namespace {
+
+TEST(TaskValidatorPool, ConcurrentValidationsMatchSerialOnes) {
+    auto catalog = kz::ApiCatalog::load(kz::ApiCatalog::default_path());
+    std::mt19937_64 rng(7);
+    std::vector<kz::GeneratedTask> tasks;
+    for (int i = 0; i < 4; ++i) {
+        kz::ApiSet set = kz::sample_api_set(catalog, i % 2 ? 2 : 1, rng);
+        tasks.push_back(kz::generate_task(catalog, set, kz::SizeProfile::small, rng));
+    }
+    // A module that fails (it ignores its input): the pool must not mix up whose verdict is whose.
+    tasks.push_back({"import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.zeros(3)\n"
+                     "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n",
+                     tasks[0].apis, {}});
+    kz::ValidationOptions one;
+    kz::TaskValidator serial(catalog, one);
+    std::vector<nlohmann::json> want;
+    for (const auto& t : tasks) {
+        auto v = serial.validate(t.source, t.apis);
+        want.push_back({{"valid", v.valid}, {"checks", v.checks}});
+    }
+    kz::ValidationOptions three;
+    three.workers = 3;
+    kz::TaskValidator pool(catalog, three);
+    EXPECT_EQ(pool.workers(), 3);
+    std::vector<nlohmann::json> got(tasks.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < tasks.size(); ++i)
+        threads.emplace_back([&, i] {
+            auto v = pool.validate(tasks[i].source, tasks[i].apis);
+            got[i] = {{"valid", v.valid}, {"checks", v.checks}};
+        });
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], want[i]) << "module " << i;
+    EXPECT_FALSE(want.back()["valid"].get<bool>());
+    int valid = 0;
+    for (const auto& w : want) valid += w["valid"].get<bool>();
+    EXPECT_GE(valid, 1) << "no symbolic module was valid: the comparison would not mean much";
+}
+
+}  // namespace
