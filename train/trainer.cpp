@@ -227,7 +227,8 @@ public:
 
     int64_t run() {
         int64_t first = 1;
-        json latest = from_leader(leader() && run_->latest_checkpoint() ? json(*run_->latest_checkpoint()) : json(nullptr));
+        std::optional<int64_t> mine = leader() ? run_->latest_checkpoint() : std::nullopt;
+        json latest = from_leader(mine ? json(*mine) : json(nullptr));
         if (!latest.is_null()) {
             restore(latest.get<int64_t>());
             first = latest.get<int64_t>() + 1;
@@ -440,12 +441,10 @@ private:
             bar.advance();
             if (judged) judge(*judged_tasks, mine);
         }
-        if (!dp_) {
-            samples_ += static_cast<int64_t>(mine.rollouts.size());
-            return mine;
-        }
-        // Every rank rebuilds the whole step (its own block included) from the same bytes.
-        for (const auto& part : gather(serialise(mine, judged))) deserialise(part, judged, out);
+        if (!dp_)
+            out = std::move(mine);
+        else  // every rank rebuilds the whole step (its own block included) from the same bytes
+            for (const auto& part : gather(serialise(mine, judged))) deserialise(part, judged, out);
         samples_ += static_cast<int64_t>(out.rollouts.size());
         return out;
     }

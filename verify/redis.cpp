@@ -74,14 +74,9 @@ void RedisConn::connect() {
     }
     redisSetTimeout(ctx_, tv);
     auto setup = [&](const std::vector<std::string>& args) {
-        std::vector<const char*> argv;
-        std::vector<size_t> lens;
-        for (const auto& a : args) argv.push_back(a.data()), lens.push_back(a.size());
-        auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-        if (!r) throw RedisError("lost the connection to " + url_.to_string());
-        RedisReply c = copy(r);
-        freeReplyObject(r);
-        if (c.type == RedisReply::error) throw RedisError(url_.to_string() + ": " + args[0] + ": " + c.str);
+        auto c = round_trip(args);
+        if (!c) throw RedisError("lost the connection to " + url_.to_string());
+        if (c->type == RedisReply::error) throw RedisError(url_.to_string() + ": " + args[0] + ": " + c->str);
     };
     try {
         if (!url_.password.empty()) setup({"AUTH", url_.password});
@@ -92,6 +87,17 @@ void RedisConn::connect() {
     }
 }
 
+std::optional<RedisReply> RedisConn::round_trip(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) argv.push_back(a.data()), lens.push_back(a.size());
+    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r) return std::nullopt;
+    RedisReply c = copy(r);
+    freeReplyObject(r);
+    return c;
+}
+
 RedisReply RedisConn::command(const std::vector<std::string>& args, std::chrono::milliseconds block) {
     const auto deadline = std::chrono::steady_clock::now() + retry_for_;
     std::string last_error;
@@ -99,23 +105,16 @@ RedisReply RedisConn::command(const std::vector<std::string>& args, std::chrono:
         try {
             if (!ctx_) connect();
             redisSetTimeout(ctx_, to_timeval(io_timeout_ + block));
-            std::vector<const char*> argv;
-            std::vector<size_t> lens;
-            for (const auto& a : args) argv.push_back(a.data()), lens.push_back(a.size());
-            auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-            if (!r) {
+            auto c = round_trip(args);
+            if (!c) {
                 last_error = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
                 drop();
-            } else {
-                RedisReply c = copy(r);
-                freeReplyObject(r);
+            } else if (c->type == RedisReply::error && c->str.rfind("LOADING", 0) == 0) {
                 // A broker still loading its data set after a restart answers LOADING: wait it out.
-                if (c.type == RedisReply::error && c.str.rfind("LOADING", 0) == 0) {
-                    last_error = c.str;
-                } else {
-                    if (c.type == RedisReply::error) throw RedisError(url_.to_string() + ": " + args[0] + ": " + c.str);
-                    return c;
-                }
+                last_error = c->str;
+            } else {
+                if (c->type == RedisReply::error) throw RedisError(url_.to_string() + ": " + args[0] + ": " + c->str);
+                return *c;
             }
         } catch (const RedisError& e) {
             if (ctx_) throw;  // an error reply on a live connection: the command itself is wrong

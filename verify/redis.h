@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -60,6 +61,8 @@ public:
 private:
     void connect();
     void drop();
+    // One command on the open connection: its reply, or nullopt when the connection broke.
+    std::optional<RedisReply> round_trip(const std::vector<std::string>& args);
     RedisUrl url_;
     std::chrono::seconds retry_for_;
     std::chrono::milliseconds io_timeout_;

@@ -2,11 +2,10 @@
 // parameters as one process with the whole batch: `data_parallel_test` with gloo on the CPU,
 // `data_parallel_test nccl` with NCCL on two GPUs (exit 77, skipped, with fewer). The test runs
 // itself: as the parent it computes the single-process reference, then launches two rank processes
-// with torchrun-style environment variables; with --rank it is one rank.
-#include <signal.h>
-#include <sys/wait.h>
+// through the trainer's launcher (torchrun-style environment variables); with --rank it is one rank.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "engine/lora.h"
 #include "train/coder_step.h"
 #include "train/data_parallel.h"
+#include "train/launcher.h"
 
 namespace {
 
@@ -119,29 +119,12 @@ int main(int argc, char** argv) {
         ref = s.train(0, 1, nullptr);
         for (auto& p : ref) p = p.cpu();
     }
-    const int port = 29600 + static_cast<int>(::getpid() % 1000);
-    std::vector<pid_t> kids;
-    for (int r = 0; r < 2; ++r) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            setenv("WORLD_SIZE", "2", 1);
-            setenv("RANK", std::to_string(r).c_str(), 1);
-            setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-            execl("/proc/self/exe", argv[0], "--rank", backend.c_str(), out.c_str(), static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        kids.push_back(pid);
-    }
-    int failed = 0;
-    for (pid_t k : kids) {
-        int status = 0;
-        waitpid(k, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-    }
-    if (failed) {
-        std::fprintf(stderr, "FAIL: %d rank process(es) failed\n", failed);
+    // The ranks, started the way `train --nproc-per-node 2` starts them.
+    const std::atomic<bool> never{false};
+    const int rc = kz::launch_local_ranks(2, {std::filesystem::read_symlink("/proc/self/exe").string(), "--rank", backend, out},
+                                          never);
+    if (rc != 0) {
+        std::fprintf(stderr, "FAIL: a rank process failed (exit code %d)\n", rc);
         return 1;
     }
     double worst = 0;

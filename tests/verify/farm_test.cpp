@@ -25,8 +25,8 @@ const std::string kBin = KZ_BINARY;
 const std::string kSrc = KZ_SOURCE_DIR;
 
 int free_port() {
-    // The kernel hands out ephemeral ports in order; one above the last test's is free enough here,
-    // and redis-server's own bind error would name a clash.
+    // A port per test from a range chosen by this process's id (redis-server must be told one; a clash
+    // would show in its log and fail the PING below).
     static int next = 20000 + static_cast<int>(::getpid() % 20000);
     return next++;
 }
