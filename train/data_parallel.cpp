@@ -109,6 +109,8 @@ public:
         else store_->add(out, 1);
     }
 
+    int64_t claim(const std::string& name) override { return store_->add("kz/claim/" + name, 1) - 1; }
+
 private:
     torch::Tensor padded(const std::string& s, int64_t n) const {
         auto t = torch::zeros({n}, torch::kUInt8);

@@ -49,6 +49,10 @@ public:
     // store, not the backend, so that it may wait longer than a collective's timeout. Throws
     // std::runtime_error after `timeout`.
     virtual void barrier(const std::string& name, std::chrono::seconds timeout) = 0;
+    // The next number (0, 1, 2, ...) of the counter `name`, shared by all ranks: every number goes to
+    // exactly one caller, whichever rank and thread asks first (work shared out as it is taken, not
+    // in fixed blocks). Thread-safe; not collective (ranks may call it any number of times).
+    virtual int64_t claim(const std::string& name) = 0;
     double sum(double local);  // all_reduce_sum of one number
 };
 

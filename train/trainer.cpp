@@ -150,8 +150,9 @@ std::vector<Rollout> rows_of(const std::vector<Rollout>& all, size_t begin, size
 }
 
 // Data parallelism (train/data_parallel.h; design section 9). Every rank runs the same iteration: the
-// same random draws, so the same API sets, pool and task order. Sampling, verification and module
-// validation are split in contiguous blocks of a step's tasks (rank r takes block r); the results are
+// same random draws, so the same API sets, pool and task order. Sampling and verification are split in
+// contiguous blocks of a step's tasks (rank r takes block r), module validation is shared out through
+// a counter in the store (its times are uneven); the results are
 // gathered so that every rank holds the whole step's rollouts and verdicts and computes the same
 // rewards, advantages and frontier updates; each rank trains on its own block's rows (gradients
 // all-reduced, one identical optimizer step). Rank 0 leads: it alone owns the run directory (records,
@@ -493,44 +494,47 @@ private:
         }
     }
 
-    // Validates the candidates (in blocks across the ranks) and stores them (the leader, in order);
-    // every rank gets the stored records. A candidate this submission stored before (an iteration run
-    // again) is not validated again: the store returns its record.
+    // Validates the candidates (shared out across the ranks' validation workers as they free up) and
+    // stores them (the leader, in order); every rank gets the stored records. A candidate this
+    // submission stored before (an iteration run again) is not validated again: the store returns its
+    // record. Validation times are uneven (a module's first torch.compile can take seconds), so
+    // fixed blocks would leave a rank idle while another finishes a slow one.
     std::vector<TaskRecord> store_tasks(const std::vector<Candidate>& cands, const std::string& origin, int64_t it) {
         std::vector<int> fresh(cands.size(), 1);
         if (leader())
             for (size_t i = 0; i < cands.size(); ++i) fresh[i] = !pipeline_->resubmitted(cands[i].source, submission(it));
         fresh = from_leader(json(fresh)).get<std::vector<int>>();
-        const auto [begin, end] = block(cands.size());
-        // This rank's block, validation_workers at a time.
-        std::vector<json> results(end - begin);
-        std::atomic<size_t> next{begin};
+        // Every rank makes the same store_tasks calls, so the counter's name is the same on all.
+        const std::string counter = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
+        std::atomic<size_t> local_next{0};
+        auto take = [&]() -> size_t { return dp_ ? static_cast<size_t>(dp_->claim(counter)) : local_next++; };
+        json mine = json::array();  // [index, validation] pairs this rank produced
+        std::mutex mu;
         std::exception_ptr failed;
-        std::mutex failed_mu;
         auto work = [&] {
-            for (size_t i; (i = next++) < end;) {
+            for (size_t i; (i = take()) < cands.size();) {
                 if (!fresh[i]) continue;
                 try {
-                    results[i - begin] = (leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
-                                                   : validator_->validate(cands[i].source, cands[i].apis))
-                                             .to_json();
+                    json v = (leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
+                                       : validator_->validate(cands[i].source, cands[i].apis))
+                                 .to_json();
+                    std::lock_guard lock(mu);
+                    mine.push_back(json::array({i, std::move(v)}));
                 } catch (...) {
-                    std::lock_guard lock(failed_mu);
+                    std::lock_guard lock(mu);
                     if (!failed) failed = std::current_exception();
                 }
             }
         };
         std::vector<std::thread> threads;
-        for (int t = 0; t < std::min<int>(cfg_.propose.validation_workers, static_cast<int>(end - begin)); ++t)
+        for (int t = 0; t < std::min<int>(cfg_.propose.validation_workers, static_cast<int>(cands.size())); ++t)
             threads.emplace_back(work);
         for (auto& t : threads) t.join();
         if (failed) std::rethrow_exception(failed);
-        json mine = json::array();
-        for (auto& r : results) mine.push_back(std::move(r));
-        json stored_records = json::array();
-        std::vector<json> validations;
+        std::vector<json> validations(cands.size());
         for (const auto& part : gather(mine))
-            for (const auto& v : part) validations.push_back(v);
+            for (const auto& p : part) validations.at(p.at(0).get<size_t>()) = p.at(1);
+        json stored_records = json::array();
         if (leader())
             for (size_t i = 0; i < cands.size(); ++i) {
                 std::optional<TaskValidation> v;
@@ -932,6 +936,7 @@ private:
     std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
+    int64_t validation_rounds_ = 0;  // store_tasks calls so far: names their shared work counters
     double verify_s_ = 0;
 };
 

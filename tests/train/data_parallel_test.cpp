@@ -8,9 +8,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/lora.h"
@@ -87,6 +90,33 @@ int run_rank(const std::string& backend, const std::string& out) {
     // The other collectives the trainer uses: every rank's bytes, rank 0's bytes.
     auto all = pg->all_gather_bytes(std::string(static_cast<size_t>(3 + env->rank * 5000), static_cast<char>('a' + env->rank)));
     std::string bcast = pg->broadcast_bytes(env->rank == 0 ? std::string("from rank 0") : std::string("ignored"));
+    // claim(): two threads per rank take numbers of one counter until 40; across the ranks every
+    // number must be taken exactly once.
+    std::vector<int64_t> taken;
+    {
+        std::mutex mu;
+        auto take = [&] {
+            for (int64_t i; (i = pg->claim("test")) < 40;) {
+                std::lock_guard lock(mu);
+                taken.push_back(i);
+            }
+        };
+        std::thread a(take), b(take);
+        a.join();
+        b.join();
+    }
+    std::vector<int> count(40, 0);
+    for (const auto& part : pg->all_gather_bytes(std::string(reinterpret_cast<const char*>(taken.data()), taken.size() * sizeof(int64_t))))
+        for (size_t k = 0; k < part.size() / sizeof(int64_t); ++k) {
+            int64_t i;
+            std::memcpy(&i, part.data() + k * sizeof(int64_t), sizeof i);
+            ++count.at(static_cast<size_t>(i));
+        }
+    for (int i = 0; i < 40; ++i)
+        if (count[static_cast<size_t>(i)] != 1) {
+            std::fprintf(stderr, "rank %d: claim() gave number %d to %d callers\n", env->rank, i, count[static_cast<size_t>(i)]);
+            return 1;
+        }
     pg->barrier("end", std::chrono::seconds(60));
     if (all.size() != 2 || all[0] != std::string(3, 'a') || all[1] != std::string(5003, 'b') || bcast != "from rank 0") {
         std::fprintf(stderr, "rank %d: all_gather_bytes / broadcast_bytes returned the wrong bytes\n", env->rank);
