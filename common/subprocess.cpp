@@ -192,4 +192,11 @@ void Process::reap(bool block) {
     }
 }
 
+void set_multicast_off(std::map<std::string, std::string>& env) {
+    static const std::pair<const char*, const char*> kOff[] = {
+        {"NCCL_NVLS_ENABLE", "0"}, {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"}, {"NVSHMEM_DISABLE_NVLS", "1"}};
+    for (const auto& [var, off] : kOff)
+        if (!std::getenv(var)) env.emplace(var, off);
+}
+
 }  // namespace kz

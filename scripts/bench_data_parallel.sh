@@ -59,6 +59,8 @@ for name in ["one", "weak", "strong"]:
         st, p = m["stage_s"], m.get("propose", {})
         secs = sum(st.get(k, 0) for k in ("propose", "refresh_pool", "coder"))
         parts = " ".join(f"{k} {p[k]:.1f}s" for k in ("sample_s", "validate_s", "probe_s", "update_s") if k in p)
+        if "symbolic_rounds" in p:
+            parts += f"; {p['valid_from_proposer']} valid proposals, symbolic {p['symbolic']} of {p['symbolic_tried']} valid in {p['symbolic_rounds']} round(s)"
         print(f"[dp-bench] {name} iter {m['iteration']}: world {m['world_size']}, {m['samples']} samples in {secs:.1f} s "
               f"= {m['samples_per_s']:.2f} samples/s (propose {st.get('propose', 0):.1f}s [{parts}], coder {st.get('coder', 0):.1f}s)")
         if m["iteration"] >= 2:

@@ -12,6 +12,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "common/subprocess.h"
+
 namespace kz {
 
 namespace {
@@ -194,7 +196,9 @@ std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::st
             pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world, o);
         } else if (backend == "nccl") {
 #ifdef USE_C10D_NCCL
-            setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+            std::map<std::string, std::string> off;
+            set_multicast_off(off);
+            for (const auto& [var, value] : off) setenv(var.c_str(), value.c_str(), /*overwrite=*/0);
             device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device));
             auto o = c10d::ProcessGroupNCCL::Options::create();
             o->timeout = timeout;

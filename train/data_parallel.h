@@ -58,8 +58,8 @@ public:
 
 // A c10d process group: "gloo" (CPU tensors) or "nccl" (tensors on `cuda_device`). Rank 0 hosts the
 // TCP store at master_addr:master_port; the others connect to it (within `timeout`, also each
-// collective's limit). NCCL's NVLink multicast is turned off (NCCL_NVLS_ENABLE=0) unless the
-// environment sets it. Throws std::runtime_error naming the backend and the cause.
+// collective's limit). NVLink multicast is turned off (set_multicast_off in common/subprocess.h)
+// unless the environment sets it. Throws std::runtime_error naming the backend and the cause.
 std::unique_ptr<Collective> make_process_group(const DistEnv& env, const std::string& backend,
                                                std::chrono::seconds timeout = std::chrono::seconds(300),
                                                int cuda_device = 0);

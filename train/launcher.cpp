@@ -51,7 +51,7 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& argv, const st
         o.env_set = {{"RANK", std::to_string(r)},          {"LOCAL_RANK", std::to_string(r)},
                      {"WORLD_SIZE", std::to_string(nproc)}, {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
                      {"MASTER_ADDR", "127.0.0.1"},          {"MASTER_PORT", port}};
-        if (!std::getenv("NCCL_NVLS_ENABLE")) o.env_set["NCCL_NVLS_ENABLE"] = "0";
+        set_multicast_off(o.env_set);
         ranks.push_back(std::make_unique<Process>(o));
     }
     bool forwarded = false;

@@ -1,7 +1,7 @@
 // The local launcher of data-parallel ranks (`kernelzero train --nproc-per-node N`): N copies of a
 // command, each with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-// MASTER_ADDR = 127.0.0.1, MASTER_PORT = a free port) and NCCL's NVLink multicast off
-// (NCCL_NVLS_ENABLE=0 unless set). The ranks find each other through train/data_parallel.h; any other
+// MASTER_ADDR = 127.0.0.1, MASTER_PORT = a free port) and NVLink multicast off (set_multicast_off in
+// common/subprocess.h). The ranks find each other through train/data_parallel.h; any other
 // launcher (torchrun, Slurm, MPI) that sets the same variables works in its place. No torch here.
 #pragma once
 

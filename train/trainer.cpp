@@ -631,7 +631,7 @@ private:
         for (const auto& t : tasks)
             if (t && t->valid && seen.insert(t->id).second) modules.push_back(stored(*t));
         const int64_t from_proposer = static_cast<int64_t>(modules.size());
-        int64_t symbolic = 0;
+        int64_t symbolic = 0, symbolic_tried = 0, symbolic_rounds = 0;
         if (static_cast<int>(modules.size()) < pc.min_valid && !sets.empty()) {
             std::mt19937_64 srng(derive_seed(cfg_.seed, it, kSymbolicStage));
             const SizeProfile sizes = pc.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
@@ -647,6 +647,8 @@ private:
                     GeneratedTask g = generate_task(catalog_, set, sizes, srng);
                     round_cands.push_back({g.source, g.apis, set.level});
                 }
+                symbolic_tried += round;
+                ++symbolic_rounds;
                 for (const TaskRecord& t : store_tasks(round_cands, "symbolic", it))
                     if (t.valid && static_cast<int>(modules.size()) < pc.min_valid && seen.insert(t.id).second) {
                         modules.push_back(stored(t));
@@ -732,6 +734,8 @@ private:
                         {"valid", valid},
                         {"valid_from_proposer", from_proposer},
                         {"symbolic", symbolic},
+                        {"symbolic_tried", symbolic_tried},
+                        {"symbolic_rounds", symbolic_rounds},
                         {"modules_measured", modules.size()},
                         {"mean_pass_rate", mean_of(rates)},
                         {"in_band", band.size()},
