@@ -259,6 +259,20 @@ namespace kz::cli {
 
 namespace {
 
+// GPU time per kernel over `steps` runs of something, per run: the total, the kernel count and the
+// `top` kernels by time.
+json kernel_summary(const std::vector<KernelTime>& kernels, int64_t steps, size_t top_n) {
+    double total = 0;
+    int64_t calls = 0;
+    for (const auto& k : kernels) total += k.total_us, calls += k.calls;
+    json top = json::array();
+    for (size_t i = 0; i < kernels.size() && i < top_n; ++i)
+        top.push_back({{"kernel", kernels[i].name.substr(0, 120)},
+                       {"calls_per_step", static_cast<double>(kernels[i].calls) / steps},
+                       {"us_per_step", kernels[i].total_us / steps}});
+    return {{"gpu_us_per_step", total / steps}, {"kernels_per_step", static_cast<double>(calls) / steps}, {"top", top}};
+}
+
 // GPU time per kernel of one eager decode step (with sampling), averaged over 8 steps.
 json profile_decode(const Model& model, const std::vector<std::vector<int64_t>>& prompts, const SamplingParams& sp) {
     constexpr int64_t kSteps = 8;
@@ -269,15 +283,7 @@ json profile_decode(const Model& model, const std::vector<std::vector<int64_t>>&
     auto kernels = profile_kernels([&] {
         for (int64_t s = 0; s < kSteps; ++s) logits = dec.step(sample(logits, sp, gen).tokens);
     });
-    double total = 0;
-    int64_t calls = 0;
-    for (const auto& k : kernels) total += k.total_us, calls += k.calls;
-    json top = json::array();
-    for (size_t i = 0; i < kernels.size() && i < 25; ++i)
-        top.push_back({{"kernel", kernels[i].name.substr(0, 120)},
-                       {"calls_per_step", static_cast<double>(kernels[i].calls) / kSteps},
-                       {"us_per_step", kernels[i].total_us / kSteps}});
-    return {{"gpu_us_per_step", total / kSteps}, {"kernels_per_step", static_cast<double>(calls) / kSteps}, {"top", top}};
+    return kernel_summary(kernels, kSteps, 25);
 }
 
 }  // namespace
@@ -307,7 +313,8 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_flag("--json", a->as_json, "One JSON object per batch size");
     cmd->add_flag("--no-cuda-graph", a->no_graph, "Launch the decode step's kernels one by one");
     cmd->add_flag("--profile", a->profile,
-                  "generate: also profile 8 eager decode steps (with sampling) and report GPU time per kernel");
+                  "also report GPU time per kernel: of 8 eager decode steps (generate, with sampling) or one more "
+                  "training step (train)");
     cmd->add_option("--mode", a->mode, "generate, or train (one optimizer step per batch of random tokens)")
         ->check(CLI::IsMember({"generate", "train"}));
     cmd->add_option("--lora-rank", a->lora_rank, "train: LoRA rank on all linear layers")->check(CLI::Range(1, 4096));
@@ -344,13 +351,16 @@ Runner add_bench_engine(CLI::App& app) {
                 model.recompute_layers = !a->no_recompute;
                 PolicyOptimizer opt(params, OptimConfig{});
                 const int64_t B = a->train_batch, T = a->seq_len;
+                auto random_batch = [&] {
+                    return TrainBatch{torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
+                                      torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
+                                      torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
+                };
                 reset_peak_allocated(dev);
                 std::vector<double> secs;
                 double loss = 0;
                 for (int64_t i = 0; i < a->steps; ++i) {
-                    TrainBatch batch{torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
-                                     torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
-                                     torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
+                    TrainBatch batch = random_batch();
                     if (dev.is_cuda()) torch::cuda::synchronize();
                     auto t1 = std::chrono::steady_clock::now();
                     loss = accumulate(model, batch, weighted_nll);
@@ -360,6 +370,15 @@ Runner add_bench_engine(CLI::App& app) {
                 }
                 std::sort(secs.begin(), secs.end());
                 double med = secs[secs.size() / 2];
+                json profile;
+                if (a->profile && dev.is_cuda()) {  // one more step, under the profiler
+                    TrainBatch batch = random_batch();
+                    profile = kernel_summary(profile_kernels([&] {
+                                                 accumulate(model, batch, weighted_nll);
+                                                 opt.step();
+                                             }),
+                                             1, 40);
+                }
                 int64_t trainable = 0;
                 for (auto& [n, p] : params) trainable += p.numel();
                 json j = {{"mode", "train"}, {"batch", B}, {"seq_len", T}, {"seconds_per_step", med},
@@ -368,6 +387,7 @@ Runner add_bench_engine(CLI::App& app) {
                           {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
                           {"trainable_parameters", trainable}, {"lora_rank", a->full ? 0 : a->lora_rank},
                           {"recompute", !a->no_recompute}, {"device", dev.str()}, {"timed_steps", secs.size()}};
+                if (!profile.is_null()) j["profile"] = profile;
                 if (a->as_json) std::cout << j.dump() << std::endl;
                 else std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
                                  a->full ? "full" : ("LoRA r" + std::to_string(a->lora_rank)).c_str(),

@@ -279,6 +279,200 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
     }
 }
 
+// The same decode attention on tensor cores (mma.sync m16n8k16, bf16/fp16 in, fp32 out), for
+// batches where the CUDA-core kernel is latency-bound. A warp takes tiles of 16 keys, staged in its own
+// shared memory (rows padded by 16 bytes so that ldmatrix is free of bank conflicts). Transposed
+// products keep every accumulator useful for a group of at most 8 query heads: S^T (16 keys x 8 heads)
+// = K (16 x D) Q^T, then O^T (D x 8 heads) += V^T P^T, with P^T's fragment made from S^T's
+// accumulators by movmatrix (an in-register 8x8 transpose). The next tile's keys and values are
+// loaded into registers while this one is computed.
+template <typename T>
+struct MmaOp;
+template <>
+struct MmaOp<__nv_bfloat16> {
+    __device__ __forceinline__ static void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    }
+};
+template <>
+struct MmaOp<__half> {
+    __device__ __forceinline__ static void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* p, bool trans) {
+    const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+template <typename T, int D, int GROUP>
+__global__ void decode_attention_mma_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
+                                            int S, int chunk, float scale) {
+    constexpr int kTile = 16, kRow = D + 8;             // staged row: D elements + 16 bytes of padding
+    constexpr int kRowVecs = D / kVec, kLoads = kTile * kRowVecs / 32;  // Vec8 loads per lane per tile
+    const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int grp = lane >> 2, quad = lane & 3;  // mma fragment coordinates
+    const int n_keys = static_cast<int>(lens[b]) + 1;
+    const int start = split * chunk, end = min(start + chunk, n_keys);
+
+    // Staging (per warp: K and V tiles), reused after the loop for the warps' partial results.
+    constexpr int kStageBytes = kAttnWarps * 2 * kTile * kRow * static_cast<int>(sizeof(T));
+    constexpr int kCombineBytes = kAttnWarps * (GROUP * D + 2 * GROUP) * static_cast<int>(sizeof(float));
+    __shared__ __align__(16) unsigned char smem[kStageBytes > kCombineBytes ? kStageBytes : kCombineBytes];
+    T* ks = reinterpret_cast<T*>(smem) + warp * 2 * kTile * kRow;
+    T* vs = ks + kTile * kRow;
+
+    // Q^T as B fragments (k = dims, n = heads): head `grp` (zero past the group), dims 2*quad + {0, 1}
+    // and + 8, per 16 dimensions.
+    uint32_t qb[D / 16][2];
+    {
+        const T* qrow = q + (static_cast<int64_t>(b) * H + g * GROUP + grp) * D;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            qb[kk][0] = grp < GROUP ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 2 * quad) : 0u;
+            qb[kk][1] = grp < GROUP ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 8 + 2 * quad) : 0u;
+        }
+    }
+    // O^T accumulators: per 16 dimensions, rows (dims) grp and grp + 8, columns (heads) 2*quad + {0, 1}.
+    float o[D / 16][4];
+#pragma unroll
+    for (int mb = 0; mb < D / 16; ++mb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mb][e] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // heads 2*quad + {0, 1}; l: this lane's keys
+
+    const int64_t key_stride = static_cast<int64_t>(2 * G) * D;
+    const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
+    const T* values = keys + static_cast<int64_t>(G) * D;
+    Vec8<T> kr[kLoads], vr[kLoads];
+    auto load = [&](int tile) {
+#pragma unroll
+        for (int i = 0; i < kLoads; ++i) {
+            const int v = lane + 32 * i, key = tile + v / kRowVecs, c = v % kRowVecs;
+            if (key < end) {
+                kr[i] = reinterpret_cast<const Vec8<T>*>(keys + key * key_stride)[c];
+                vr[i] = reinterpret_cast<const Vec8<T>*>(values + key * key_stride)[c];
+            } else {  // zeros: a padding key's value must not be NaN (its weight 0 times NaN is NaN)
+#pragma unroll
+                for (int e = 0; e < kVec; ++e) kr[i].v[e] = vr[i].v[e] = from_f<T>(0.f);
+            }
+        }
+    };
+    constexpr int kStride = kAttnWarps * kTile;
+    int tile = start + warp * kTile;
+    if (tile < end) load(tile);
+    for (; tile < end; tile += kStride) {
+        __syncwarp();  // the previous tile's ldmatrix reads are done
+#pragma unroll
+        for (int i = 0; i < kLoads; ++i) {
+            const int v = lane + 32 * i, r = v / kRowVecs, c = v % kRowVecs;
+            reinterpret_cast<Vec8<T>*>(ks + r * kRow)[c] = kr[i];
+            reinterpret_cast<Vec8<T>*>(vs + r * kRow)[c] = vr[i];
+        }
+        __syncwarp();
+        if (tile + kStride < end) load(tile + kStride);
+
+        // S^T = K Q^T: rows keys grp and grp + 8, columns heads 2*quad + {0, 1}.
+        float st[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[4];  // A fragments: keys (lane & 8) + (lane & 7), dims kk*16 + (lane >= 16) * 8
+            ldmatrix_x4(ka, ks + ((lane & 8) + (lane & 7)) * kRow + kk * 16 + (lane >> 4) * 8, false);
+            MmaOp<T>::run(st, ka, qb[kk][0], qb[kk][1]);
+        }
+        // Online softmax per head over the tile's 16 keys (the 8 lanes of one quad position share a head).
+        const bool valid_lo = tile + grp < end, valid_hi = tile + grp + 8 < end;
+        float p[4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const float s_lo = valid_lo ? st[j] * scale : -INFINITY, s_hi = valid_hi ? st[2 + j] * scale : -INFINITY;
+            float tmax = fmaxf(s_lo, s_hi);
+#pragma unroll
+            for (int o_ = 4; o_ < 32; o_ <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o_));
+            const float m_new = fmaxf(m[j], tmax);  // finite: the tile's first key is valid
+            const float corr = __expf(m[j] - m_new);
+            p[j] = __expf(s_lo - m_new);
+            p[2 + j] = __expf(s_hi - m_new);
+            l[j] = l[j] * corr + p[j] + p[2 + j];
+            m[j] = m_new;
+#pragma unroll
+            for (int mb = 0; mb < D / 16; ++mb) o[mb][j] *= corr, o[mb][2 + j] *= corr;
+        }
+        // P^T as B fragments (k = keys, n = heads): S^T's 8x8 blocks transposed in registers.
+        const uint32_t pb0 = transpose_8x8(MmaOp<T>::pack(p[0], p[1])), pb1 = transpose_8x8(MmaOp<T>::pack(p[2], p[3]));
+        // O^T += V^T P^T.
+#pragma unroll
+        for (int mb = 0; mb < D / 16; ++mb) {
+            uint32_t va[4];  // A fragments of V^T: keys (lane >= 16) * 8 + (lane & 7), dims mb*16 + (lane & 8)
+            ldmatrix_x4(va, vs + ((lane >> 4) * 8 + (lane & 7)) * kRow + mb * 16 + (lane & 8), true);
+            MmaOp<T>::run(o[mb], va, pb0, pb1);
+        }
+    }
+    // This warp's sums over all its keys: the 8 lanes of a quad position hold parts of the same heads.
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int o_ = 4; o_ < 32; o_ <<= 1) l[j] += __shfl_xor_sync(0xffffffffu, l[j], o_);
+
+    __syncthreads();  // staging is done: the area holds the warps' results now
+    float* sm_acc = reinterpret_cast<float*>(smem);          // [warp][head][D]
+    float* sm_m = sm_acc + kAttnWarps * GROUP * D;            // [warp][head]
+    float* sm_l = sm_m + kAttnWarps * GROUP;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int h = 2 * quad + j;
+        if (h >= GROUP) continue;
+        if (grp == 0) sm_m[warp * GROUP + h] = m[j], sm_l[warp * GROUP + h] = l[j];
+#pragma unroll
+        for (int mb = 0; mb < D / 16; ++mb) {
+            sm_acc[(warp * GROUP + h) * D + mb * 16 + grp] = o[mb][j];
+            sm_acc[(warp * GROUP + h) * D + mb * 16 + grp + 8] = o[mb][2 + j];
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GROUP * D; idx += blockDim.x) {
+        const int h = idx / D, d = idx % D;
+        float M = -INFINITY;
+        for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm_m[w * GROUP + h]);
+        float L = 0.f, A = 0.f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < kAttnWarps; ++w) {
+                const float f = __expf(sm_m[w * GROUP + h] - M);
+                L += sm_l[w * GROUP + h] * f;
+                A += sm_acc[(w * GROUP + h) * D + d] * f;
+            }
+        }
+        float* out = partial + ((static_cast<int64_t>(b) * H + g * GROUP + h) * splits + split) * (D + 2);
+        out[d] = A;
+        if (d == 0) out[D] = M, out[D + 1] = L;
+    }
+}
+
 template <typename T>
 __global__ void decode_combine_kernel(const float* partial, T* out, int splits, int D) {
     const int64_t bh = blockIdx.x;  // b * H + head
@@ -332,37 +526,38 @@ void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s)
 }
 
 template <typename T, int D, int GROUP>
-void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H,
-                      int64_t G, int64_t S, int64_t chunk, float scale) {
-    decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(q, cache, lens, partial, static_cast<int>(H),
-                                                                        static_cast<int>(G), static_cast<int>(S),
-                                                                        static_cast<int>(chunk), scale);
+void launch_attention(AttentionKernel kernel, dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens,
+                      float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+    auto k = kernel == AttentionKernel::tensor_cores ? decode_attention_mma_kernel<T, D, GROUP>
+                                                     : decode_attention_kernel<T, D, GROUP>;
+    k<<<grid, kAttnWarps * 32, 0, s>>>(q, cache, lens, partial, static_cast<int>(H), static_cast<int>(G),
+                                      static_cast<int>(S), static_cast<int>(chunk), scale);
 }
 
 template <typename T, int D>
-void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial,
-                        int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+void launch_attention_d(AttentionKernel kernel, dim3 grid, cudaStream_t s, const T* q, const T* cache,
+                        const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
     switch (H / G) {
-        case 1: return launch_attention<T, D, 1>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 2: return launch_attention<T, D, 2>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 3: return launch_attention<T, D, 3>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 4: return launch_attention<T, D, 4>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 5: return launch_attention<T, D, 5>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 6: return launch_attention<T, D, 6>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 7: return launch_attention<T, D, 7>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        default: return launch_attention<T, D, 8>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 1: return launch_attention<T, D, 1>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 2: return launch_attention<T, D, 2>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 3: return launch_attention<T, D, 3>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 4: return launch_attention<T, D, 4>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 5: return launch_attention<T, D, 5>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 6: return launch_attention<T, D, 6>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 7: return launch_attention<T, D, 7>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        default: return launch_attention<T, D, 8>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
     }
 }
 
 template <typename T>
-void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial, void* out, int64_t B,
-                        int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
+void decode_attention_t(AttentionKernel kernel, const void* q, const void* cache, const int64_t* lens, float* partial,
+                        void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
     const int64_t splits = decode_attention_splits(S), chunk = (S + splits - 1) / splits;
     const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(G), static_cast<unsigned>(B));
     auto* qp = static_cast<const T*>(q);
     auto* cp = static_cast<const T*>(cache);
-    if (D == 128) launch_attention_d<T, 128>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
-    else launch_attention_d<T, 64>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    if (D == 128) launch_attention_d<T, 128>(kernel, grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    else launch_attention_d<T, 64>(kernel, grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
     check_launch("decode_attention");
     decode_combine_kernel<T><<<static_cast<unsigned>(B * H), static_cast<unsigned>(D), 0, s>>>(
         partial, static_cast<T*>(out), static_cast<int>(splits), static_cast<int>(D));
@@ -400,14 +595,16 @@ int64_t decode_attention_splits(int64_t S) {
     return (S + chunk - 1) / chunk;
 }
 
-void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, void* out,
-                      int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream) {
+void decode_attention(Half dtype, AttentionKernel kernel, const void* q, const void* cache, const int64_t* lens,
+                      float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
+                      cudaStream_t stream) {
     if (!decode_attention_supported(H, G, D))
         throw std::runtime_error("decode_attention: unsupported shape (H " + std::to_string(H) + ", G " +
                                  std::to_string(G) + ", D " + std::to_string(D) + ")");
     if (B == 0) return;
-    if (dtype == Half::bf16) decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
-    else decode_attention_t<__half>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+    if (dtype == Half::bf16)
+        decode_attention_t<__nv_bfloat16>(kernel, q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+    else decode_attention_t<__half>(kernel, q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
 }
 
 }  // namespace kz::cuda

@@ -337,7 +337,8 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
         auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
         torch::Tensor attn;  // (B, T, H, D)
         if (decode) {
-            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale).view({B, 1, H, D});
+            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale, fused::decode_attention_kernel())
+                       .view({B, 1, H, D});
         } else {  // prefill: the T tokens just written are slots 0..T-1
             auto written = kv.narrow(1, 0, T);  // (B, T, 2G, D)
             attn = causal_attention(q, written.narrow(2, 0, G), written.narrow(2, G, G), scale);

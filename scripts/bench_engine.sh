@@ -23,7 +23,7 @@ if [[ ,$WHAT, == *,generate,* ]]; then
   fi
 fi
 if [[ ,$WHAT, == *,train,* ]]; then
-  "$BUILD"/kernelzero bench-engine --mode train --arch qwen2 --preset 7b-shape --lora-rank 64 --lora-alpha 128 \
+  "$BUILD"/kernelzero bench-engine --mode train --arch qwen2 --preset 7b-shape --lora-rank 64 --lora-alpha 128 --profile \
     --train-batch 8 --seq-len 2048 --steps 4 --json | tee "$OUTD/engine_train.jsonl"
   if [[ -f "$ANCHORS/hf_train_lora.py" ]]; then
     echo "[bench-engine] anchor (hf_train_lora.py):"
