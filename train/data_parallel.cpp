@@ -111,7 +111,7 @@ public:
         else store_->add(out, 1);
     }
 
-    int64_t claim(const std::string& name) override { return store_->add("kz/claim/" + name, 1) - 1; }
+    int64_t add(const std::string& name, int64_t delta) override { return store_->add("kz/counter/" + name, delta); }
 
 private:
     torch::Tensor padded(const std::string& s, int64_t n) const {

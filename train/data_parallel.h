@@ -49,10 +49,12 @@ public:
     // store, not the backend, so that it may wait longer than a collective's timeout. Throws
     // std::runtime_error after `timeout`.
     virtual void barrier(const std::string& name, std::chrono::seconds timeout) = 0;
-    // The next number (0, 1, 2, ...) of the counter `name`, shared by all ranks: every number goes to
-    // exactly one caller, whichever rank and thread asks first (work shared out as it is taken, not
-    // in fixed blocks). Thread-safe; not collective (ranks may call it any number of times).
-    virtual int64_t claim(const std::string& name) = 0;
+    // Adds `delta` to the counter `name` that all ranks share (0 at first) and returns its new value
+    // (delta 0 reads it). Thread-safe; not collective (ranks may call it any number of times).
+    virtual int64_t add(const std::string& name, int64_t delta) = 0;
+    // The next number (0, 1, 2, ...) of the sequence `name`: every number goes to exactly one caller,
+    // whichever rank and thread asks first (work shared out as it is taken, not in fixed blocks).
+    int64_t claim(const std::string& name) { return add("claim/" + name, 1) - 1; }
     double sum(double local);  // all_reduce_sum of one number
 };
 

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
-#include <exception>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -494,32 +495,43 @@ private:
         }
     }
 
-    // Validates the candidates (shared out across the ranks' validation workers as they free up) and
-    // stores them (the leader, in order); every rank gets the stored records. A candidate this
-    // submission stored before (an iteration run again) is not validated again: the store returns its
-    // record. Validation times are uneven (a module's first torch.compile can take seconds), so
-    // fixed blocks would leave a rank idle while another finishes a slow one.
-    std::vector<TaskRecord> store_tasks(const std::vector<Candidate>& cands, const std::string& origin, int64_t it) {
+    // Validates candidates and stores them (the leader, in number order); every rank gets the stored
+    // records. Candidate k (0 <= k < n) is make(k), the same on every rank; the candidates are shared
+    // out across the ranks' validation workers as they free up (validation times are uneven: a
+    // module's first torch.compile can take seconds, and fixed blocks would leave a rank idle while
+    // another finishes a slow one). With `enough` > 0, workers stop taking candidates once that many
+    // have come out valid, and only the candidates up to the one that made `enough` (in number order)
+    // are stored, so which modules are stored does not depend on which worker was fast; without it,
+    // all n are, and a candidate this submission stored before (an iteration run again) is not
+    // validated again (the store returns its record).
+    std::vector<TaskRecord> validate_and_store(int64_t n, const std::function<Candidate(int64_t)>& make, int64_t enough,
+                                               const std::string& origin, int64_t it) {
+        std::vector<Candidate> cands;
+        for (int64_t k = 0; k < n; ++k) cands.push_back(make(k));
         std::vector<int> fresh(cands.size(), 1);
-        if (leader())
+        if (leader() && enough <= 0)
             for (size_t i = 0; i < cands.size(); ++i) fresh[i] = !pipeline_->resubmitted(cands[i].source, submission(it));
         fresh = from_leader(json(fresh)).get<std::vector<int>>();
-        // Every rank makes the same store_tasks calls, so the counter's name is the same on all.
-        const std::string counter = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
-        std::atomic<size_t> local_next{0};
-        auto take = [&]() -> size_t { return dp_ ? static_cast<size_t>(dp_->claim(counter)) : local_next++; };
-        json mine = json::array();  // [index, validation] pairs this rank produced
+        // Every rank makes the same calls, so the shared counters' names are the same on all.
+        const std::string name = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
+        std::atomic<int64_t> local_next{0}, local_valid{0};
+        auto take = [&]() -> int64_t { return dp_ ? dp_->claim(name) : local_next++; };
+        auto valid_so_far = [&](int64_t add) -> int64_t {
+            return dp_ ? dp_->add(name + "/valid", add) : (local_valid += add);
+        };
+        json mine = json::array();  // [k, validation] pairs this rank produced
         std::mutex mu;
         std::exception_ptr failed;
         auto work = [&] {
-            for (size_t i; (i = take()) < cands.size();) {
+            for (int64_t k; !(enough > 0 && valid_so_far(0) >= enough) && (k = take()) < n;) {
+                const auto i = static_cast<size_t>(k);
                 if (!fresh[i]) continue;
                 try {
-                    json v = (leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
-                                       : validator_->validate(cands[i].source, cands[i].apis))
-                                 .to_json();
+                    const TaskValidation v = leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
+                                                      : validator_->validate(cands[i].source, cands[i].apis);
+                    if (v.valid) valid_so_far(1);
                     std::lock_guard lock(mu);
-                    mine.push_back(json::array({i, std::move(v)}));
+                    mine.push_back(json::array({k, v.to_json()}));
                 } catch (...) {
                     std::lock_guard lock(mu);
                     if (!failed) failed = std::current_exception();
@@ -527,16 +539,28 @@ private:
             }
         };
         std::vector<std::thread> threads;
-        for (int t = 0; t < std::min<int>(cfg_.propose.validation_workers, static_cast<int>(cands.size())); ++t)
-            threads.emplace_back(work);
+        for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t) threads.emplace_back(work);
         for (auto& t : threads) t.join();
         if (failed) std::rethrow_exception(failed);
         std::vector<json> validations(cands.size());
+        std::vector<bool> taken(cands.size(), false);
         for (const auto& part : gather(mine))
-            for (const auto& p : part) validations.at(p.at(0).get<size_t>()) = p.at(1);
+            for (const auto& p : part) {
+                const auto i = p.at(0).get<size_t>();
+                validations.at(i) = p.at(1);
+                taken[i] = true;
+            }
+        // What is stored: every candidate, or the numbers up to the `enough`-th valid one (all were
+        // taken: numbers are taken in order and every worker finished the ones it took).
+        size_t end = cands.size();
+        if (enough > 0) {
+            end = 0;
+            for (int64_t valid = 0; end < cands.size() && taken[end] && valid < enough; ++end)
+                valid += validations[end].at("valid").get<bool>();
+        }
         json stored_records = json::array();
         if (leader())
-            for (size_t i = 0; i < cands.size(); ++i) {
+            for (size_t i = 0; i < end; ++i) {
                 std::optional<TaskValidation> v;
                 if (!validations[i].is_null()) v = TaskValidation::from_json(validations[i]);
                 stored_records.push_back(to_json(pipeline_->submit(cands[i].source, cands[i].apis, cands[i].level, origin,
@@ -615,7 +639,8 @@ private:
         }
         if (!cands.empty()) {
             Progress bar("propose: validating " + std::to_string(cands.size()) + " modules", 1);
-            auto recs = store_tasks(cands, "proposer", it);
+            auto recs = validate_and_store(static_cast<int64_t>(cands.size()), [&](int64_t k) { return cands[static_cast<size_t>(k)]; },
+                                           0, "proposer", it);
             for (size_t k = 0; k < recs.size(); ++k) {
                 tasks[parsed_index[k]] = recs[k];
                 outcomes[parsed_index[k]].valid = recs[k].valid;
@@ -633,27 +658,30 @@ private:
         const int64_t from_proposer = static_cast<int64_t>(modules.size());
         int64_t symbolic = 0, symbolic_tried = 0, symbolic_rounds = 0;
         if (static_cast<int>(modules.size()) < pc.min_valid && !sets.empty()) {
-            std::mt19937_64 srng(derive_seed(cfg_.seed, it, kSymbolicStage));
             const SizeProfile sizes = pc.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
-            // In rounds of what is still missing (at least one module per validation worker of every
-            // rank, validated in parallel), at most 4 x min_valid modules in all.
-            for (int attempt = 0; attempt < 4 * pc.min_valid && static_cast<int>(modules.size()) < pc.min_valid;) {
-                const int round = std::min(std::max(pc.min_valid - static_cast<int>(modules.size()),
-                                                    world_ * pc.validation_workers),
-                                           4 * pc.min_valid - attempt);
-                std::vector<Candidate> round_cands;
-                for (int k = 0; k < round; ++k, ++attempt) {
-                    const ApiSet& set = sets[static_cast<size_t>(attempt) % sets.size()];
-                    GeneratedTask g = generate_task(catalog_, set, sizes, srng);
-                    round_cands.push_back({g.source, g.apis, set.level});
-                }
-                symbolic_tried += round;
+            // Candidate k: API set k (round robin), from a seed of its own, so that any rank can make
+            // any candidate. Validated until what is missing came out valid (the workers of every
+            // rank busy meanwhile), again if the store's novelty checks turned some down, at most
+            // 4 x min_valid candidates in all.
+            const int64_t cap = 4 * static_cast<int64_t>(pc.min_valid);
+            while (static_cast<int>(modules.size()) < pc.min_valid && symbolic_tried < cap) {
+                const int64_t first = symbolic_tried;
+                auto make = [&](int64_t k) {
+                    const ApiSet& set = sets[static_cast<size_t>(first + k) % sets.size()];
+                    std::mt19937_64 rng(derive_seed(cfg_.seed, it, kSymbolicStage, static_cast<uint64_t>(first + k)));
+                    GeneratedTask g = generate_task(catalog_, set, sizes, rng);
+                    return Candidate{g.source, g.apis, set.level};
+                };
+                auto recs = validate_and_store(cap - first, make, pc.min_valid - static_cast<int64_t>(modules.size()),
+                                               "symbolic", it);
+                symbolic_tried += static_cast<int64_t>(recs.size());
                 ++symbolic_rounds;
-                for (const TaskRecord& t : store_tasks(round_cands, "symbolic", it))
+                for (const TaskRecord& t : recs)
                     if (t.valid && static_cast<int>(modules.size()) < pc.min_valid && seen.insert(t.id).second) {
                         modules.push_back(stored(t));
                         ++symbolic;
                     }
+                if (recs.empty()) break;
             }
         }
 
@@ -940,7 +968,7 @@ private:
     std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
-    int64_t validation_rounds_ = 0;  // store_tasks calls so far: names their shared work counters
+    int64_t validation_rounds_ = 0;  // validate_and_store calls so far: names their shared counters
     double verify_s_ = 0;
 };
 
