@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace kz::cuda {
 
@@ -286,32 +287,28 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
 // = K (16 x D) Q^T, then O^T (D x 8 heads) += V^T P^T, with P^T's fragment made from S^T's
 // accumulators by movmatrix (an in-register 8x8 transpose). The next tile's keys and values are
 // loaded into registers while this one is computed.
+// c += a b on tensor cores: m16n8k16, T inputs (bf16 or fp16), fp32 accumulators, fragments as PTX
+// lays them out.
 template <typename T>
-struct MmaOp;
-template <>
-struct MmaOp<__nv_bfloat16> {
-    __device__ __forceinline__ static void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t*>(&v);
-    }
-};
-template <>
-struct MmaOp<__half> {
-    __device__ __forceinline__ static void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t*>(&v);
-    }
-};
+__device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#define KZ_MMA_16816(TYPE)                                                                                       \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+                 "{%0,%1,%2,%3};\n"                                                                              \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+    if constexpr (std::is_same_v<T, __half>) KZ_MMA_16816("f16");
+    else KZ_MMA_16816("bf16");
+#undef KZ_MMA_16816
+}
+
+// Two values rounded to T, `lo` in the low half: one register of an mma fragment.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    const T v[2] = {from_f<T>(lo), from_f<T>(hi)};
+    uint32_t r;
+    memcpy(&r, v, sizeof r);
+    return r;
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* p, bool trans) {
     const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -403,7 +400,7 @@ __global__ void decode_attention_mma_kernel(const T* q, const T* cache, const in
         for (int kk = 0; kk < D / 16; ++kk) {
             uint32_t ka[4];  // A fragments: keys (lane & 8) + (lane & 7), dims kk*16 + (lane >= 16) * 8
             ldmatrix_x4(ka, ks + ((lane & 8) + (lane & 7)) * kRow + kk * 16 + (lane >> 4) * 8, false);
-            MmaOp<T>::run(st, ka, qb[kk][0], qb[kk][1]);
+            mma_16816<T>(st, ka, qb[kk][0], qb[kk][1]);
         }
         // Online softmax per head over the tile's 16 keys (the 8 lanes of one quad position share a head).
         const bool valid_lo = tile + grp < end, valid_hi = tile + grp + 8 < end;
@@ -424,13 +421,13 @@ __global__ void decode_attention_mma_kernel(const T* q, const T* cache, const in
             for (int mb = 0; mb < D / 16; ++mb) o[mb][j] *= corr, o[mb][2 + j] *= corr;
         }
         // P^T as B fragments (k = keys, n = heads): S^T's 8x8 blocks transposed in registers.
-        const uint32_t pb0 = transpose_8x8(MmaOp<T>::pack(p[0], p[1])), pb1 = transpose_8x8(MmaOp<T>::pack(p[2], p[3]));
+        const uint32_t pb0 = transpose_8x8(pack2<T>(p[0], p[1])), pb1 = transpose_8x8(pack2<T>(p[2], p[3]));
         // O^T += V^T P^T.
 #pragma unroll
         for (int mb = 0; mb < D / 16; ++mb) {
             uint32_t va[4];  // A fragments of V^T: keys (lane >= 16) * 8 + (lane & 7), dims mb*16 + (lane & 8)
             ldmatrix_x4(va, vs + ((lane >> 4) * 8 + (lane & 7)) * kRow + mb * 16 + (lane & 8), true);
-            MmaOp<T>::run(o[mb], va, pb0, pb1);
+            mma_16816<T>(o[mb], va, pb0, pb1);
         }
     }
     // This warp's sums over all its keys: the 8 lanes of a quad position hold parts of the same heads.
