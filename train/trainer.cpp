@@ -639,8 +639,8 @@ private:
         }
         if (!cands.empty()) {
             Progress bar("propose: validating " + std::to_string(cands.size()) + " modules", 1);
-            auto recs = validate_and_store(static_cast<int64_t>(cands.size()), [&](int64_t k) { return cands[static_cast<size_t>(k)]; },
-                                           0, "proposer", it);
+            auto recs = validate_and_store(
+                static_cast<int64_t>(cands.size()), [&](int64_t k) { return cands[static_cast<size_t>(k)]; }, 0, "proposer", it);
             for (size_t k = 0; k < recs.size(); ++k) {
                 tasks[parsed_index[k]] = recs[k];
                 outcomes[parsed_index[k]].valid = recs[k].valid;
