@@ -298,6 +298,7 @@ Runner add_bench_engine(CLI::App& app) {
         int64_t lora_rank = 64, train_batch = 8, seq_len = 2048, steps = 4;
         double lora_alpha = 128;
         bool full = false, no_recompute = false;
+        std::string lora_compute = "adapter";
     };
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
@@ -317,6 +318,10 @@ Runner add_bench_engine(CLI::App& app) {
                   "training step (train)");
     cmd->add_option("--mode", a->mode, "generate, or train (one optimizer step per batch of random tokens)")
         ->check(CLI::IsMember({"generate", "train"}));
+    cmd->add_option("--lora-compute", a->lora_compute,
+                    "train: LoRA products in the adapters' dtype (adapter: fp32, as peft) or the base's (base: bf16, "
+                    "as autocast)")
+        ->check(CLI::IsMember({"adapter", "base"}));
     cmd->add_option("--lora-rank", a->lora_rank, "train: LoRA rank on all linear layers")->check(CLI::Range(1, 4096));
     cmd->add_option("--lora-alpha", a->lora_alpha, "train: LoRA alpha")->check(CLI::PositiveNumber);
     cmd->add_flag("--full", a->full, "train: full fine-tuning instead of LoRA");
@@ -349,6 +354,7 @@ Runner add_bench_engine(CLI::App& app) {
                     params = lora_parameters(model);
                 }
                 model.recompute_layers = !a->no_recompute;
+                model.lora_in_base_dtype = a->lora_compute == "base";
                 PolicyOptimizer opt(params, OptimConfig{});
                 const int64_t B = a->train_batch, T = a->seq_len;
                 auto random_batch = [&] {
@@ -386,6 +392,7 @@ Runner add_bench_engine(CLI::App& app) {
                           {"tokens_per_s", static_cast<double>(B * T) / med}, {"loss", loss},
                           {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
                           {"trainable_parameters", trainable}, {"lora_rank", a->full ? 0 : a->lora_rank},
+                          {"lora_compute", a->lora_compute},
                           {"recompute", !a->no_recompute}, {"device", dev.str()}, {"timed_steps", secs.size()}};
                 if (!profile.is_null()) j["profile"] = profile;
                 if (a->as_json) std::cout << j.dump() << std::endl;

@@ -230,9 +230,11 @@ bool Model::fused_generation() const {
 
 torch::Tensor Model::add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const {
     if (!lora_active(*this, l)) return y;
-    // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's.
-    auto xa = x.to(l.lora_a.scalar_type());
-    auto d = torch::nn::functional::linear(torch::nn::functional::linear(xa, l.lora_a), l.lora_b) * l.lora_scale;
+    // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's;
+    // with lora_in_base_dtype, as autocast computes it: in the activations' dtype, the adapters cast.
+    namespace F = torch::nn::functional;
+    const auto dt = lora_in_base_dtype ? x.scalar_type() : l.lora_a.scalar_type();
+    auto d = F::linear(F::linear(x.to(dt), l.lora_a.to(dt)), l.lora_b.to(dt)) * l.lora_scale;
     return y + d.to(y.scalar_type());
 }
 

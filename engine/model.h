@@ -104,6 +104,11 @@ public:
                                 const DecodeSlots* decode) const;
 
     bool lora_enabled = true;
+    // LoRA products in the activations' dtype (bf16 on a GPU), the adapters cast to it, as autocast
+    // computes them (Hugging Face Trainer with bf16, verl's mixed precision); off: in the adapters'
+    // dtype (fp32), as peft computes them without autocast. On is faster; the adapters' gradients
+    // then come through bf16 products.
+    bool lora_in_base_dtype = false;
     // Off: generation on ATen's kernels only (tests compare the two).
     bool use_fused_kernels = true;
     // While training (grad mode on, no cache): keep only each layer's input and recompute the layer

@@ -2,7 +2,8 @@
 # Policy-engine benchmarks on a GPU machine (results go to docs/BENCHMARKS.md), each with its anchor
 # in the same command, on a random 7B-shaped Qwen2 in bf16:
 #   generate: prompt 256, 256 new tokens, batch 1/16/64; then Hugging Face generate (hf_generate.py)
-#   train:    LoRA r64 (alpha 128) on all linear layers, recomputation, batch 8 x 2048; then
+#   train:    LoRA r64 (alpha 128) on all linear layers, recomputation, batch 8 x 2048, LoRA products
+#             in fp32 (as peft) and in bf16 (as autocast), GPU time per kernel of one step; then
 #             Hugging Face + PEFT with gradient checkpointing (hf_train_lora.py)
 # Usage: scripts/bench_engine.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none] [generate,train]
 set -uo pipefail
@@ -23,8 +24,11 @@ if [[ ,$WHAT, == *,generate,* ]]; then
   fi
 fi
 if [[ ,$WHAT, == *,train,* ]]; then
-  "$BUILD"/kernelzero bench-engine --mode train --arch qwen2 --preset 7b-shape --lora-rank 64 --lora-alpha 128 --profile \
-    --train-batch 8 --seq-len 2048 --steps 4 --json | tee "$OUTD/engine_train.jsonl"
+  # LoRA products in fp32 as peft computes them (the anchor's math), then in bf16 as autocast does.
+  for compute in adapter base; do
+    "$BUILD"/kernelzero bench-engine --mode train --arch qwen2 --preset 7b-shape --lora-rank 64 --lora-alpha 128 --profile \
+      --lora-compute $compute --train-batch 8 --seq-len 2048 --steps 4 --json | tee -a "$OUTD/engine_train.jsonl"
+  done
   if [[ -f "$ANCHORS/hf_train_lora.py" ]]; then
     echo "[bench-engine] anchor (hf_train_lora.py):"
     (cd /tmp && timeout 600 $PY "$ANCHORS/hf_train_lora.py") 2>&1 | grep -E "HF train|peak mem|failed|Error" | tee "$OUTD/anchor_train.log"

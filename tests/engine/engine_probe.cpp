@@ -45,6 +45,7 @@ int main() {
         kz::LoraConfig lora;
         if (req.contains("adapter")) lora = kz::load_peft_adapter(model, req["adapter"].get<std::string>());
         model.lora_enabled = req.value("lora_enabled", true);
+        model.lora_in_base_dtype = req.value("lora_in_base_dtype", false);
         model.use_fused_kernels = req.value("fused", true);
         const std::string op = req.at("op");
         json reply;
