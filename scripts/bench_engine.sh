@@ -25,6 +25,7 @@ if [[ ,$WHAT, == *,generate,* ]]; then
 fi
 if [[ ,$WHAT, == *,train,* ]]; then
   # LoRA products in fp32 as peft computes them (the anchor's math), then in bf16 as autocast does.
+  : > "$OUTD/engine_train.jsonl"
   for compute in adapter base; do
     "$BUILD"/kernelzero bench-engine --mode train --arch qwen2 --preset 7b-shape --lora-rank 64 --lora-alpha 128 --profile \
       --lora-compute $compute --train-batch 8 --seq-len 2048 --steps 4 --json | tee -a "$OUTD/engine_train.jsonl"

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -542,20 +543,16 @@ private:
         for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t) threads.emplace_back(work);
         for (auto& t : threads) t.join();
         if (failed) std::rethrow_exception(failed);
-        std::vector<json> validations(cands.size());
-        std::vector<bool> taken(cands.size(), false);
+        std::vector<json> validations(cands.size());  // null: not validated (not fresh, or not taken)
         for (const auto& part : gather(mine))
-            for (const auto& p : part) {
-                const auto i = p.at(0).get<size_t>();
-                validations.at(i) = p.at(1);
-                taken[i] = true;
-            }
-        // What is stored: every candidate, or the numbers up to the `enough`-th valid one (all were
-        // taken: numbers are taken in order and every worker finished the ones it took).
+            for (const auto& p : part) validations.at(p.at(0).get<size_t>()) = p.at(1);
+        // What is stored: every candidate, or the numbers up to the `enough`-th valid one (every
+        // candidate is fresh then, and all below it were validated: numbers are taken in order and
+        // every worker finished the ones it took).
         size_t end = cands.size();
         if (enough > 0) {
             end = 0;
-            for (int64_t valid = 0; end < cands.size() && taken[end] && valid < enough; ++end)
+            for (int64_t valid = 0; end < cands.size() && !validations[end].is_null() && valid < enough; ++end)
                 valid += validations[end].at("valid").get<bool>();
         }
         json stored_records = json::array();

@@ -108,7 +108,6 @@ WorkerConfig Verifier::worker_config(const std::string& role, int index) const {
     c.env["PYTHONUNBUFFERED"] = "1";
     c.env["KZ_BUILD_CACHE"] = opts_.cache_dir;
     c.env["TRITON_CACHE_DIR"] = opts_.cache_dir + "/triton";
-    set_multicast_off(c.env);
     c.env["KZ_SPARE_CHILDREN"] = std::to_string(opts_.spare_children);
     if (!torch_arch_list_.empty()) c.env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list_;
     if (dev.rfind("cuda:", 0) == 0) {

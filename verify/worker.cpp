@@ -43,6 +43,7 @@ bool Worker::ensure_started(std::string& detail) {
     opts.argv = cfg_.command;
     opts.argv.insert(opts.argv.end(), {"--role", cfg_.role, "--device", cfg_.device, "--work-root", cfg_.work_root});
     opts.env_set = cfg_.env;
+    set_multicast_off(opts.env_set);  // every worker may touch a GPU (validation and verification alike)
     opts.stderr_path = cfg_.log_path;
     try {
         std::filesystem::create_directories(cfg_.work_root);

@@ -106,7 +106,8 @@ int run_rank(const std::string& backend, const std::string& out) {
         b.join();
     }
     std::vector<int> count(40, 0);
-    for (const auto& part : pg->all_gather_bytes(std::string(reinterpret_cast<const char*>(taken.data()), taken.size() * sizeof(int64_t))))
+    const std::string mine(reinterpret_cast<const char*>(taken.data()), taken.size() * sizeof(int64_t));
+    for (const auto& part : pg->all_gather_bytes(mine))
         for (size_t k = 0; k < part.size() / sizeof(int64_t); ++k) {
             int64_t i;
             std::memcpy(&i, part.data() + k * sizeof(int64_t), sizeof i);
