@@ -151,142 +151,19 @@ __global__ void silu_mul_kernel(const T* gu, T* out, int64_t N, int64_t I) {
     }
 }
 
-// Decode attention, one block per (key chunk, KV head, row), flash-decoding style. Each warp takes
-// tiles of keys, scores each key against every query head of the group (queries in shared memory),
-// reduces the softmax statistics once per tile, then the lanes (D/32 dimensions each) accumulate
-// the tile's values. The block's partial (unnormalised output, max, sum) goes to
-// `partial` for the combine kernel.
-constexpr int kAttnWarps = 4;
-constexpr int kMaxGroup = 8;
-constexpr int kKeysPerChunk = kAttnWarps * 32;  // two 16-key tiles per warp
-
-template <typename T, int D, int GROUP>
-__global__ void decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
-                                        int S, int chunk, float scale) {
-    constexpr int E = D / 32;  // value dimensions per lane
-    const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n_keys = static_cast<int>(lens[b]) + 1;
-    const int start = split * chunk, end = min(start + chunk, n_keys);
-
-    __shared__ float qs[GROUP][D];
-    for (int i = threadIdx.x; i < GROUP * D; i += blockDim.x)
-        qs[i / D][i % D] = to_f(q[(static_cast<int64_t>(b) * H + g * GROUP) * D + i]) * scale;
-    __syncthreads();
-
-    float m[GROUP], l[GROUP], acc[GROUP][E];
-#pragma unroll
-    for (int h = 0; h < GROUP; ++h) {
-        m[h] = -INFINITY;
-        l[h] = 0.f;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[h][e] = 0.f;
-    }
-    const int64_t key_stride = static_cast<int64_t>(2 * G) * D;
-    const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
-    const T* values = keys + static_cast<int64_t>(G) * D;
-    // Tiles of 16 keys: lanes j and j + 16 score key j, each over half of D, so that the key and
-    // the tile's 16 values (E dimensions per lane) fit in registers and are loaded together: one
-    // memory latency per tile.
-    constexpr int kTile = 16, kHalf = D / 2 / kVec;  // Vec8 loads per lane for its half of a key
-    const int pair = lane & 15, side = lane >> 4;
-    for (int tile = start + warp * kTile; tile < end; tile += kAttnWarps * kTile) {
-        const int key = tile + pair;
-        const bool valid = key < end;
-        const int n_tile = min(kTile, end - tile);
-        Vec8<T> kv[kHalf];
-        if (valid) {
-            const auto* krow = reinterpret_cast<const Vec8<T>*>(keys + key * key_stride) + side * kHalf;
-#pragma unroll
-            for (int c = 0; c < kHalf; ++c) kv[c] = krow[c];
-        }
-        VecN<T, E> vv[kTile];
-#pragma unroll
-        for (int j = 0; j < kTile; ++j) {
-            if (j < n_tile) {
-                vv[j] = *reinterpret_cast<const VecN<T, E>*>(values + (tile + j) * key_stride + lane * E);
-            } else {
-#pragma unroll
-                for (int e = 0; e < E; ++e) vv[j].v[e] = from_f<T>(0.f);
-            }
-        }
-        float s[GROUP];
-#pragma unroll
-        for (int h = 0; h < GROUP; ++h) s[h] = 0.f;
-        if (valid) {
-#pragma unroll
-            for (int c = 0; c < kHalf; ++c)
-#pragma unroll
-                for (int e = 0; e < kVec; ++e) {
-                    const float kf = to_f(kv[c].v[e]);
-                    const int d = (side * kHalf + c) * kVec + e;
-#pragma unroll
-                    for (int h = 0; h < GROUP; ++h) s[h] += qs[h][d] * kf;
-                }
-        }
-        // Softmax statistics once per tile (both lanes of a key hold it, so reduce within 16 lanes);
-        // lane j then holds key j's weight per head.
-#pragma unroll
-        for (int h = 0; h < GROUP; ++h) {
-            s[h] += __shfl_xor_sync(0xffffffffu, s[h], 16);
-            float tmax = valid ? s[h] : -INFINITY;
-            for (int o = 8; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
-            const float m_new = fmaxf(m[h], tmax);
-            const float p = valid ? __expf(s[h] - m_new) : 0.f;
-            float psum = p;
-            for (int o = 8; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
-            const float corr = __expf(m[h] - m_new);
-            l[h] = l[h] * corr + psum;
-#pragma unroll
-            for (int e = 0; e < E; ++e) acc[h][e] *= corr;
-            m[h] = m_new;
-            s[h] = p;
-        }
-        // Values: a lane accumulates its E dimensions over the tile's keys.
-#pragma unroll
-        for (int j = 0; j < kTile; ++j)
-#pragma unroll
-            for (int h = 0; h < GROUP; ++h) {
-                const float p = __shfl_sync(0xffffffffu, s[h], j);  // 0 past the tile's end
-#pragma unroll
-                for (int e = 0; e < E; ++e) acc[h][e] += p * to_f(vv[j].v[e]);
-            }
-    }
-    // Combine the warps: (m, l, acc) of every warp and head through shared memory.
-    __shared__ float sm_m[kAttnWarps][GROUP], sm_l[kAttnWarps][GROUP], sm_acc[kAttnWarps][GROUP][D];
-#pragma unroll
-    for (int h = 0; h < GROUP; ++h) {
-        if (lane == 0) sm_m[warp][h] = m[h], sm_l[warp][h] = l[h];
-#pragma unroll
-        for (int e = 0; e < E; ++e) sm_acc[warp][h][lane * E + e] = acc[h][e];
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < GROUP * D; idx += blockDim.x) {
-        const int h = idx / D, d = idx % D;
-        float M = -INFINITY;
-        for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm_m[w][h]);
-        float L = 0.f, A = 0.f;
-        if (M != -INFINITY) {
-            for (int w = 0; w < kAttnWarps; ++w) {
-                const float f = __expf(sm_m[w][h] - M);
-                L += sm_l[w][h] * f;
-                A += sm_acc[w][h][d] * f;
-            }
-        }
-        // partial layout per (b, head, split): D outputs, then max, then sum.
-        float* p = partial + ((static_cast<int64_t>(b) * H + g * GROUP + h) * splits + split) * (D + 2);
-        p[d] = A;
-        if (d == 0) p[D] = M, p[D + 1] = L;
-    }
-}
-
-// The same decode attention on tensor cores (mma.sync m16n8k16, bf16/fp16 in, fp32 out), for
-// batches where the CUDA-core kernel is latency-bound. A warp takes tiles of 16 keys, staged in its own
+// Decode attention, flash-decoding style: one block per (key chunk, KV head, row), on tensor cores
+// (mma.sync m16n8k16, bf16/fp16 in, fp32 out). A warp takes tiles of 16 keys, staged in its own
 // shared memory (rows padded by 16 bytes so that ldmatrix is free of bank conflicts). Transposed
 // products keep every accumulator useful for a group of at most 8 query heads: S^T (16 keys x 8 heads)
 // = K (16 x D) Q^T, then O^T (D x 8 heads) += V^T P^T, with P^T's fragment made from S^T's
 // accumulators by movmatrix (an in-register 8x8 transpose). The next tile's keys and values are
-// loaded into registers while this one is computed.
+// loaded into registers while this one is computed. The block's partial (unnormalised output, max,
+// sum) goes to `partial` for the combine kernel. On H200 at batch 64 it took 0.76 ms of a decode step
+// where a CUDA-core kernel (fp32 scores, value sums by lane) took 1.22 ms (docs/BENCHMARKS.md).
+constexpr int kAttnWarps = 4;
+constexpr int kMaxGroup = 8;
+constexpr int kKeysPerChunk = kAttnWarps * 32;  // two 16-key tiles per warp
+
 // c += a b on tensor cores: m16n8k16, T inputs (bf16 or fp16), fp32 accumulators, fragments as PTX
 // lays them out.
 template <typename T>
@@ -327,7 +204,7 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
 }
 
 template <typename T, int D, int GROUP>
-__global__ void decode_attention_mma_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
+__global__ void decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
                                             int S, int chunk, float scale) {
     constexpr int kTile = 16, kRow = D + 8;             // staged row: D elements + 16 bytes of padding
     constexpr int kRowVecs = D / kVec, kLoads = kTile * kRowVecs / 32;  // Vec8 loads per lane per tile
@@ -523,38 +400,34 @@ void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s)
 }
 
 template <typename T, int D, int GROUP>
-void launch_attention(AttentionKernel kernel, dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens,
-                      float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
-    auto k = kernel == AttentionKernel::tensor_cores ? decode_attention_mma_kernel<T, D, GROUP>
-                                                     : decode_attention_kernel<T, D, GROUP>;
-    k<<<grid, kAttnWarps * 32, 0, s>>>(q, cache, lens, partial, static_cast<int>(H), static_cast<int>(G),
-                                      static_cast<int>(S), static_cast<int>(chunk), scale);
+void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+    decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(
+        q, cache, lens, partial, static_cast<int>(H), static_cast<int>(G), static_cast<int>(S), static_cast<int>(chunk), scale);
 }
 
 template <typename T, int D>
-void launch_attention_d(AttentionKernel kernel, dim3 grid, cudaStream_t s, const T* q, const T* cache,
-                        const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
     switch (H / G) {
-        case 1: return launch_attention<T, D, 1>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 2: return launch_attention<T, D, 2>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 3: return launch_attention<T, D, 3>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 4: return launch_attention<T, D, 4>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 5: return launch_attention<T, D, 5>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 6: return launch_attention<T, D, 6>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 7: return launch_attention<T, D, 7>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        default: return launch_attention<T, D, 8>(kernel, grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 1: return launch_attention<T, D, 1>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 2: return launch_attention<T, D, 2>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 3: return launch_attention<T, D, 3>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 4: return launch_attention<T, D, 4>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 5: return launch_attention<T, D, 5>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 6: return launch_attention<T, D, 6>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 7: return launch_attention<T, D, 7>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        default: return launch_attention<T, D, 8>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
     }
 }
 
 template <typename T>
-void decode_attention_t(AttentionKernel kernel, const void* q, const void* cache, const int64_t* lens, float* partial,
+void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial,
                         void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
     const int64_t splits = decode_attention_splits(S), chunk = (S + splits - 1) / splits;
     const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(G), static_cast<unsigned>(B));
     auto* qp = static_cast<const T*>(q);
     auto* cp = static_cast<const T*>(cache);
-    if (D == 128) launch_attention_d<T, 128>(kernel, grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
-    else launch_attention_d<T, 64>(kernel, grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    if (D == 128) launch_attention_d<T, 128>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    else launch_attention_d<T, 64>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
     check_launch("decode_attention");
     decode_combine_kernel<T><<<static_cast<unsigned>(B * H), static_cast<unsigned>(D), 0, s>>>(
         partial, static_cast<T*>(out), static_cast<int>(splits), static_cast<int>(D));
@@ -592,7 +465,7 @@ int64_t decode_attention_splits(int64_t S) {
     return (S + chunk - 1) / chunk;
 }
 
-void decode_attention(Half dtype, AttentionKernel kernel, const void* q, const void* cache, const int64_t* lens,
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,
                       float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
                       cudaStream_t stream) {
     if (!decode_attention_supported(H, G, D))
@@ -600,8 +473,8 @@ void decode_attention(Half dtype, AttentionKernel kernel, const void* q, const v
                                  std::to_string(G) + ", D " + std::to_string(D) + ")");
     if (B == 0) return;
     if (dtype == Half::bf16)
-        decode_attention_t<__nv_bfloat16>(kernel, q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
-    else decode_attention_t<__half>(kernel, q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+        decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+    else decode_attention_t<__half>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
 }
 
 }  // namespace kz::cuda

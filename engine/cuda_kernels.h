@@ -31,13 +31,12 @@ void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaS
 
 // One decode step's attention over the cache, split over key chunks (flash-decoding). q (B, H, D);
 // cache (B, S, 2G, D); row b attends slots 0..lens[b]. `partial` holds B*H*splits*(D+2) floats.
-// out (B, H, D). D must be 64 or 128 and H / G at most 8 (decode_attention_supported). Two kernels
-// compute it: on CUDA cores (scores in fp32) or on tensor cores (mma; probabilities rounded to the
-// element type before the value product, as flash attention does).
-enum class AttentionKernel { cuda_cores, tensor_cores };
+// out (B, H, D). D must be 64 or 128 and H / G at most 8 (decode_attention_supported). On tensor
+// cores (mma), probabilities rounded to the element type before the value product, as flash
+// attention does.
 bool decode_attention_supported(int64_t H, int64_t G, int64_t D);
 int64_t decode_attention_splits(int64_t S);
-void decode_attention(Half dtype, AttentionKernel kernel, const void* q, const void* cache, const int64_t* lens,
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,
                       float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
                       cudaStream_t stream);
 

@@ -97,8 +97,7 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
     return out;
 }
 
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale,
-                               cuda::AttentionKernel kernel) {
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale) {
     check(q.dim() == 3 && cache.dim() == 4 && cache.size(0) == q.size(0) && cache.size(3) == q.size(2),
           "decode_attention: q must be (B, H, D) and cache (B, S, 2G, D)");
     check(cache.is_contiguous() && cache.scalar_type() == q.scalar_type(), "decode_attention: cache must be contiguous, of q's dtype");
@@ -109,7 +108,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cach
     auto lc = lens.contiguous();
     auto partial = torch::empty({B * H * cuda::decode_attention_splits(S) * (D + 2)}, q.options().dtype(torch::kFloat32));
     auto out = torch::empty({B, H, D}, q.options());
-    cuda::decode_attention(half_of(q), kernel, qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(),
+    cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(),
                            out.data_ptr(), B, H, G, D, S, static_cast<float>(scale), stream_of(q));
     return out;
 }
@@ -124,21 +123,10 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor&, const torch::Tensor&, cons
     fail("not built");
 }
 torch::Tensor silu_mul(const torch::Tensor&) { fail("not built"); }
-torch::Tensor decode_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double, cuda::AttentionKernel) {
+torch::Tensor decode_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double) {
     fail("not built");
 }
 
 #endif
-
-cuda::AttentionKernel decode_attention_kernel() {
-    static const cuda::AttentionKernel kernel = [] {
-        const char* v = std::getenv("KZ_DECODE_ATTENTION");
-        const std::string name = v ? v : "cuda-cores";
-        if (name == "cuda-cores") return cuda::AttentionKernel::cuda_cores;
-        if (name == "tensor-cores") return cuda::AttentionKernel::tensor_cores;
-        throw std::invalid_argument("KZ_DECODE_ATTENTION must be cuda-cores or tensor-cores, not '" + name + "'");
-    }();
-    return kernel;
-}
 
 }  // namespace kz::fused

@@ -28,10 +28,6 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& b
 torch::Tensor silu_mul(const torch::Tensor& gu);
 
 // q (B, H, D) over cache (B, S, 2G, D), row b attending slots 0..lens[b] (lens (B) int64): (B, H, D).
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale,
-                               cuda::AttentionKernel kernel);
-// The kernel generation uses: KZ_DECODE_ATTENTION=cuda-cores|tensor-cores (read once), cuda-cores when
-// unset. Throws std::invalid_argument on another value.
-cuda::AttentionKernel decode_attention_kernel();
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale);
 
 }  // namespace kz::fused

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/fused_ops.h"
+#include "engine/lora_projection.h"
 #include "engine/safetensors.h"
 #include "engine/tensor_io.h"
 #include "engine/sampling.h"
@@ -228,19 +229,22 @@ bool Model::fused_generation() const {
                                               cfg_.head_dim);
 }
 
-torch::Tensor Model::add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const {
-    if (!lora_active(*this, l)) return y;
-    // As peft computes it: in the adapter's dtype (fp32 adapters on a bf16 base), added back in y's;
-    // with lora_in_base_dtype, as autocast computes it: in the activations' dtype, the adapters cast.
-    namespace F = torch::nn::functional;
-    const auto dt = lora_in_base_dtype ? x.scalar_type() : l.lora_a.scalar_type();
-    auto d = F::linear(F::linear(x.to(dt), l.lora_a.to(dt)), l.lora_b.to(dt)) * l.lora_scale;
-    return y + d.to(y.scalar_type());
+torch::Tensor Model::project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                             std::initializer_list<const Linear*> layers) const {
+    std::vector<LoraPart> parts;
+    torch::ScalarType adapter_dtype = x.scalar_type();
+    bool adapted = false;
+    for (const Linear* l : layers) {
+        const bool on = lora_active(*this, *l);
+        if (on) adapter_dtype = l->lora_a.scalar_type(), adapted = true;
+        parts.push_back({on ? l->lora_a : torch::Tensor(), on ? l->lora_b : torch::Tensor(), l->lora_scale,
+                         l->weight.size(0)});
+    }
+    if (!adapted) return torch::nn::functional::linear(x, weight, bias);
+    return lora_projection(x, weight, bias, parts, lora_in_base_dtype ? x.scalar_type() : adapter_dtype);
 }
 
-torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const {
-    return add_lora(l, x, torch::nn::functional::linear(x, l.weight, l.bias));
-}
+torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const { return project(x, l.weight, l.bias, {&l}); }
 
 void Model::fuse_projections() {
     torch::NoGradGuard no_grad;
@@ -263,25 +267,16 @@ void Model::fuse_projections() {
 }
 
 torch::Tensor Model::project_qkv(const Layer& l, const torch::Tensor& x, bool with_bias) const {
-    namespace F = torch::nn::functional;
-    if (l.q.weight.requires_grad()) {
-        auto proj = [&](const Linear& p) { return add_lora(p, x, F::linear(x, p.weight, with_bias ? p.bias : torch::Tensor())); };
+    if (l.q.weight.requires_grad()) {  // a full fine-tune: the views are the trained parameters
+        auto proj = [&](const Linear& p) { return project(x, p.weight, with_bias ? p.bias : torch::Tensor(), {&p}); };
         return torch::cat({proj(l.q), proj(l.k), proj(l.v)}, -1);
     }
-    auto qkv = F::linear(x, l.qkv_weight, with_bias ? l.qkv_bias : torch::Tensor());  // (B, T, (H+2G)*D)
-    if (!lora_active(*this, l.q) && !lora_active(*this, l.k) && !lora_active(*this, l.v)) return qkv;
-    const int64_t nq = l.q.weight.size(0), nk = l.k.weight.size(0);
-    return torch::cat({add_lora(l.q, x, qkv.slice(-1, 0, nq)), add_lora(l.k, x, qkv.slice(-1, nq, nq + nk)),
-                       add_lora(l.v, x, qkv.slice(-1, nq + nk, nq + 2 * nk))},
-                      -1);
+    return project(x, l.qkv_weight, with_bias ? l.qkv_bias : torch::Tensor(), {&l.q, &l.k, &l.v});  // (B, T, (H+2G)*D)
 }
 
 torch::Tensor Model::project_gate_up(const Layer& l, const torch::Tensor& x) const {
     if (l.gate.weight.requires_grad()) return torch::cat({linear(l.gate, x), linear(l.up, x)}, -1);
-    auto gu = torch::nn::functional::linear(x, l.gate_up_weight);  // (B, T, 2I)
-    if (!lora_active(*this, l.gate) && !lora_active(*this, l.up)) return gu;
-    const int64_t I = l.gate.weight.size(0);
-    return torch::cat({add_lora(l.gate, x, gu.slice(-1, 0, I)), add_lora(l.up, x, gu.slice(-1, I, 2 * I))}, -1);
+    return project(x, l.gate_up_weight, torch::Tensor(), {&l.gate, &l.up});  // (B, T, 2I)
 }
 
 torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rope& rope, KVCache* cache, int64_t layer,
@@ -339,7 +334,7 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
         auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
         torch::Tensor attn;  // (B, T, H, D)
         if (decode) {
-            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale, fused::decode_attention_kernel())
+            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale)
                        .view({B, 1, H, D});
         } else {  // prefill: the T tokens just written are slots 0..T-1
             auto written = kv.narrow(1, 0, T);  // (B, T, 2G, D)

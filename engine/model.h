@@ -130,8 +130,10 @@ private:
     torch::Tensor project_qkv(const Layer& l, const torch::Tensor& x, bool with_bias = true) const;
     torch::Tensor project_gate_up(const Layer& l, const torch::Tensor& x) const;
     torch::Tensor linear(const Linear& l, const torch::Tensor& x) const;
-    // y + the LoRA update of `l` for input x (y itself when no adapter is active).
-    torch::Tensor add_lora(const Linear& l, const torch::Tensor& x, const torch::Tensor& y) const;
+    // x through `weight` (the layers' frozen weights stacked, or one layer's) plus the LoRA update of
+    // each layer whose adapter is active, in that layer's columns (engine/lora_projection.h).
+    torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                          std::initializer_list<const Linear*> layers) const;
     void fuse_projections();
 
     ModelConfig cfg_;

@@ -4,7 +4,8 @@
 #   generate: prompt 256, 256 new tokens, batch 1/16/64; then Hugging Face generate (hf_generate.py)
 #   train:    LoRA r64 (alpha 128) on all linear layers, recomputation, batch 8 x 2048, LoRA products
 #             in fp32 (as peft) and in bf16 (as autocast), GPU time per kernel of one step; then
-#             Hugging Face + PEFT with gradient checkpointing (hf_train_lora.py)
+#             Hugging Face + PEFT with gradient checkpointing (hf_train_lora.py), as written (LoRA
+#             products in fp32) and under torch.autocast(bf16) (as HF Trainer with bf16 runs it)
 # Usage: scripts/bench_engine.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none] [generate,train]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +34,9 @@ if [[ ,$WHAT, == *,train,* ]]; then
   if [[ -f "$ANCHORS/hf_train_lora.py" ]]; then
     echo "[bench-engine] anchor (hf_train_lora.py):"
     (cd /tmp && timeout 600 $PY "$ANCHORS/hf_train_lora.py") 2>&1 | grep -E "HF train|peak mem|failed|Error" | tee "$OUTD/anchor_train.log"
+    # The same script, unchanged, with autocast entered for all of it: the engine's --lora-compute base.
+    echo "[bench-engine] anchor under torch.autocast(cuda, bf16):"
+    (cd /tmp && timeout 600 $PY -c "import sys, torch; torch.autocast('cuda', dtype=torch.bfloat16).__enter__(); sys.argv = [sys.argv[1]]; exec(compile(open(sys.argv[0]).read(), sys.argv[0], 'exec'))" \
+      "$ANCHORS/hf_train_lora.py") 2>&1 | grep -E "HF train|peak mem|failed|Error" | tee "$OUTD/anchor_train_autocast.log"
   fi
 fi

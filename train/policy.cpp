@@ -58,6 +58,7 @@ Policy::Policy(std::string name, const PolicySpec& spec, const std::string& mode
             attach_lora(model_, lora_, seed);
         }
         params = lora_parameters(model_);
+        model_.lora_in_base_dtype = spec.lora_compute == "base";
     }
     optim_.lr = spec.lr;
     optim_.weight_decay = spec.weight_decay;

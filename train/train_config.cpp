@@ -115,6 +115,7 @@ void read_policy(TableReader& parent, const char* name, PolicySpec& p, const std
     r.get("lora_rank", p.lora_rank);
     r.get("lora_alpha", p.lora_alpha);
     r.get("lora_targets", p.lora_targets);
+    r.get("lora_compute", p.lora_compute);
     r.get("lr", p.lr);
     r.get("weight_decay", p.weight_decay);
     r.get("max_grad_norm", p.max_grad_norm);
@@ -132,6 +133,7 @@ void check_policy(const std::string& name, const PolicySpec& p) {
         bad(name + ".tokenizer", "is required for an init: model (it sets the vocabulary)");
     if (p.lora_rank < 1) bad(name + ".lora_rank", "must be >= 1");
     if (p.lora_alpha <= 0) bad(name + ".lora_alpha", "must be > 0");
+    if (p.lora_compute != "adapter" && p.lora_compute != "base") bad(name + ".lora_compute", "must be adapter or base");
     if (p.lr <= 0) bad(name + ".lr", "must be > 0");
     if (p.dtype != "auto" && p.dtype != "float32" && p.dtype != "bfloat16")
         bad(name + ".dtype", "must be float32, bfloat16 or auto");
@@ -140,7 +142,7 @@ void check_policy(const std::string& name, const PolicySpec& p) {
 nlohmann::json policy_json(const PolicySpec& p) {
     return {{"model", p.model},         {"tokenizer", p.tokenizer},         {"adapter", p.adapter},
             {"full_finetune", p.full_finetune}, {"lora_rank", p.lora_rank}, {"lora_alpha", p.lora_alpha},
-            {"lora_targets", p.lora_targets}, {"lr", p.lr},                 {"weight_decay", p.weight_decay},
+            {"lora_targets", p.lora_targets}, {"lora_compute", p.lora_compute}, {"lr", p.lr},                 {"weight_decay", p.weight_decay},
             {"max_grad_norm", p.max_grad_norm}, {"dtype", p.dtype}};
 }
 

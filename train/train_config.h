@@ -24,6 +24,9 @@ struct PolicySpec {
     int64_t lora_rank = 16;
     double lora_alpha = 32;
     std::vector<std::string> lora_targets = {"all-linear"};
+    // Where the LoRA products are computed: "adapter" (in the adapters' fp32, as peft computes them)
+    // or "base" (in the activations' dtype, as torch.autocast does: HF Trainer with bf16, verl).
+    std::string lora_compute = "adapter";
     double lr = 1e-5, weight_decay = 0.0, max_grad_norm = 1.0;
     std::string dtype = "auto";      // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
 };

@@ -631,6 +631,9 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto range = run({"train", "--config", write("d.toml", "[coder_phase]\ngroup_size = 1\n[coder]\ntokenizer = \"x\"\n")}, dir);
     EXPECT_EQ(range.code, 2);
     EXPECT_NE(range.err.find("group_size"), std::string::npos) << range.err;
+    auto compute = run({"train", "--config", write("e.toml", "[coder]\ntokenizer = \"x\"\nlora_compute = \"bf16\"\n")}, dir);
+    EXPECT_EQ(compute.code, 2);
+    EXPECT_NE(compute.err.find("'coder.lora_compute' must be adapter or base"), std::string::npos) << compute.err;
     auto preset = run({"train", "--preset", "huge"}, dir);
     EXPECT_EQ(preset.code, 2);
     EXPECT_NE(preset.err.find("tiny-cpu"), std::string::npos) << preset.err;

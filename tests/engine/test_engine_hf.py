@@ -364,13 +364,7 @@ class TrainingTest(unittest.TestCase):
         cls.base_dir = os.path.join(cls.tmp, "base")
         make_hf_model("qwen2", cls.base_dir, tied=False, seed=3)
         cls.adapter_dir = os.path.join(cls.tmp, "adapter")
-        peft_model = cls.peft_model()
-        g = torch.Generator().manual_seed(9)
-        with torch.no_grad():
-            for n, p in peft_model.named_parameters():
-                if "lora_B" in n:  # peft starts B at zero; a random B makes every gradient non-trivial
-                    p.copy_(torch.randn(p.shape, generator=g) * 0.05)
-        peft_model.save_pretrained(cls.adapter_dir)
+        cls.save_adapter(cls.adapter_dir)
         rng = random.Random(21)
         B, T = 4, 14
         cls.ids = [[rng.randrange(384) for _ in range(T)] for _ in range(B)]
@@ -384,15 +378,24 @@ class TrainingTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def peft_model(cls, adapter=None):
+    def peft_model(cls, adapter=None, targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")):
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM
         base = AutoModelForCausalLM.from_pretrained(cls.base_dir, dtype=torch.float32)
         if adapter:
             return PeftModel.from_pretrained(base, adapter, is_trainable=True)
         torch.manual_seed(0)
-        return get_peft_model(base, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=[
-            "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+        return get_peft_model(base, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=list(targets)))
+
+    @classmethod
+    def save_adapter(cls, directory, **kw):
+        peft_model = cls.peft_model(**kw)
+        g = torch.Generator().manual_seed(9)
+        with torch.no_grad():
+            for n, p in peft_model.named_parameters():
+                if "lora_B" in n:  # peft starts B at zero; a random B makes every gradient non-trivial
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+        peft_model.save_pretrained(directory)
 
     def hf_loss(self, model):
         ids = torch.tensor(self.ids)
@@ -402,8 +405,8 @@ class TrainingTest(unittest.TestCase):
         lp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
         return -(w * lp).sum() / (w != 0).sum()
 
-    def hf_lora_step(self):
-        m = self.peft_model(self.adapter_dir)
+    def hf_lora_step(self, adapter=None):
+        m = self.peft_model(adapter or self.adapter_dir)
         params = {peft_name(n): p for n, p in m.named_parameters() if p.requires_grad}
         loss = self.hf_loss(m)
         loss.backward()
@@ -431,6 +434,22 @@ class TrainingTest(unittest.TestCase):
                 ours = self.our_step(**variant)
                 self.assertAlmostEqual(ours["loss"], loss, delta=1e-5)
                 self.assertAlmostEqual(ours["grad_norm"], norm, delta=1e-5 * max(1, norm))
+                self.assertEqual(set(ours["grads"]), set(grads))
+                for n in grads:
+                    self.assert_close(ours["grads"][n], grads[n], 1e-4, "grad " + n)
+                    self.assert_close(ours["params_after"][n], after[n], 1e-5, "param " + n)
+
+    def test_lora_on_some_layers_of_a_fused_projection_matches_peft(self):
+        # q and v adapted but not k, up but not gate, neither o nor down: the adapters' updates must
+        # land in their own columns of the one q|k|v (gate|up) product.
+        adapter = os.path.join(self.tmp, "adapter-some")
+        self.save_adapter(adapter, targets=("q_proj", "v_proj", "up_proj"))
+        _, loss, grads, norm, after = self.hf_lora_step(adapter)
+        self.assertEqual(len(grads), 2 * 3 * 2)  # A and B of 3 layers in each of the 2 decoder layers
+        for variant in ({}, {"recompute": True}):
+            with self.subTest(**variant):
+                ours = self.our_step(adapter=adapter, **variant)
+                self.assertAlmostEqual(ours["loss"], loss, delta=1e-5)
                 self.assertEqual(set(ours["grads"]), set(grads))
                 for n in grads:
                     self.assert_close(ours["grads"][n], grads[n], 1e-4, "grad " + n)
