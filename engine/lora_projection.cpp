@@ -115,7 +115,8 @@ struct LoraProjectionFn : public torch::autograd::Function<LoraProjectionFn> {
         }
         if (ctx->needs_input_grad(0)) {
             auto dx = g.mm(weight.to(g.scalar_type()));  // (N, C)
-            if (dh.defined()) dx.add_(dh.mm(stacked_a(ab, parts, dt)));  // fp32 arithmetic, one rounding
+            // With fp32 products: added in fp32 arithmetic and rounded once.
+            if (dh.defined()) dx.add_(dh.mm(stacked_a(ab, parts, dt)));
             grads[0] = dx.view(x.sizes());
         }
         return grads;

@@ -2,9 +2,10 @@
 // (q|k|v, gate|up, or one layer alone), with each layer's LoRA update added into its own columns:
 //   y[..., off_i : off_i + o_i] = x W_i^T + b_i + s_i (x A_i^T) B_i^T
 // As one autograd node with a hand-written backward, because composing it from ATen ops (slices of
-// the base product, per-layer casts and scales, a cat) costs a full-width zero fill, copy and add
-// per layer in backward, and in forward a cat of the whole output: 0.7 s of a 2.7 s step of the
-// 7B-shaped benchmark (docs/BENCHMARKS.md).
+// the base product, per-layer casts and scales, a cat) costs a cat of the whole output in forward and
+// a full-width zero fill, copy and add per layer in backward: on H200 the 7B-shaped LoRA step went
+// from 2.71 to 2.49 s (fp32 LoRA products) and from 1.96 to 1.62 s (bf16) without them
+// (docs/BENCHMARKS.md).
 #pragma once
 
 #include <torch/torch.h>

@@ -1,5 +1,6 @@
 #include "tasks/validation.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
@@ -47,6 +48,11 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
         c.env["PYTHONPATH"] = default_python_dir();
         c.env["PYTHONUNBUFFERED"] = "1";
+        // Inductor compiles on a pool of min(32, cores) subprocesses per process by default; here several
+        // workers per GPU each compile small modules (a few kernels), where the pools only contend for
+        // the CPUs. One compile thread per worker made validation faster on 2 x H200 (32 cores):
+        // docs/BENCHMARKS.md, "Data parallelism". A value set by the user is kept.
+        if (!std::getenv("TORCHINDUCTOR_COMPILE_THREADS")) c.env["TORCHINDUCTOR_COMPILE_THREADS"] = "1";
         // The first worker keeps the single-worker layout (reference/, reference.log).
         const std::string suffix = i == 0 ? "" : "-" + std::to_string(i);
         c.work_root = work_dir_ + "/reference" + suffix;
