@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -459,6 +460,17 @@ bool decode_attention_supported(int64_t H, int64_t G, int64_t D) {
 }
 
 int64_t decode_attention_splits(int64_t S) {
+    // A fixed number of chunks for tuning (the benchmark sweeps it): KZ_DECODE_ATTENTION_SPLITS, read once.
+    static const int64_t fixed = [] {
+        const char* v = std::getenv("KZ_DECODE_ATTENTION_SPLITS");
+        if (!v || !*v) return int64_t{0};
+        char* end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (*end != '\0' || n < 1 || n > 1024)
+            throw std::invalid_argument(std::string("KZ_DECODE_ATTENTION_SPLITS must be an integer in [1, 1024], not '") + v + "'");
+        return static_cast<int64_t>(n);
+    }();
+    if (fixed > 0) return std::min<int64_t>(fixed, std::max<int64_t>(S, 1));
     // Chunks of at least one tile per warp, at most 32 of them: enough blocks to fill the GPU at
     // batch 1 without a partial buffer that grows with the context.
     const int64_t chunk = std::max<int64_t>(kKeysPerChunk, (S + 31) / 32);

@@ -6,7 +6,9 @@
 #             in fp32 (as peft) and in bf16 (as autocast), GPU time per kernel of one step; then
 #             Hugging Face + PEFT with gradient checkpointing (hf_train_lora.py), as written (LoRA
 #             products in fp32) and under torch.autocast(bf16) (as HF Trainer with bf16 runs it)
-# Usage: scripts/bench_engine.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none] [generate,train]
+#   splits:   batch 64 with the decode attention's key chunks fixed (KZ_DECODE_ATTENTION_SPLITS =
+#             each of $KZ_SPLITS, default "1 2 4 8"), for tuning its default
+# Usage: scripts/bench_engine.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none] [generate,train,splits]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?build dir}
@@ -23,6 +25,14 @@ if [[ ,$WHAT, == *,generate,* ]]; then
     echo "[bench-engine] anchor (hf_generate.py):"
     (cd /tmp && timeout 400 $PY "$ANCHORS/hf_generate.py") 2>&1 | grep -E "ANCHOR|Error" | tee "$OUTD/anchor_generate.log"
   fi
+fi
+if [[ ,$WHAT, == *,splits,* ]]; then
+  : > "$OUTD/engine_splits.jsonl"
+  for n in ${KZ_SPLITS:-1 2 4 8}; do
+    echo "[bench-engine] KZ_DECODE_ATTENTION_SPLITS=$n"
+    KZ_DECODE_ATTENTION_SPLITS=$n "$BUILD"/kernelzero bench-engine --arch qwen2 --preset 7b-shape --batch 64 --prompt-len 256 \
+      --new-tokens 256 --profile --repeats ${KZ_BENCH_REPEATS:-3} --json | tee -a "$OUTD/engine_splits.jsonl"
+  done
 fi
 if [[ ,$WHAT, == *,train,* ]]; then
   # LoRA products in fp32 as peft computes them (the anchor's math), then in bf16 as autocast does.
