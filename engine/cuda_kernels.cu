@@ -152,6 +152,36 @@ __global__ void silu_mul_kernel(const T* gu, T* out, int64_t N, int64_t I) {
     }
 }
 
+// The gradient of silu_mul: d gate = silu'(gate) * rnd(grad * up), d up = grad * rnd(silu(gate)),
+// rounded where ATen's ops (mul, silu_backward) round them, into one dgu (N, 2I).
+template <typename T>
+__device__ __forceinline__ void silu_mul_grad(T grad, T g, T u, T& dg, T& du) {
+    const float gf = to_f(g), gr = to_f(grad), sig = 1.f / (1.f + __expf(-gf));
+    du = from_f<T>(gr * rnd<T>(gf * sig));
+    dg = from_f<T>(rnd<T>(gr * to_f(u)) * sig * (1.f + gf * (1.f - sig)));
+}
+
+template <typename T, bool kVectorised>
+__global__ void silu_mul_backward_kernel(const T* grad, const T* gu, T* dgu, int64_t N, int64_t I) {
+    const int64_t per = kVectorised ? kVec : 1, total = N * I / per;
+    for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+         e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = e * per / I, c = e * per % I, gate = r * 2 * I + c, up = gate + I;
+        if constexpr (kVectorised) {
+            const auto d = *reinterpret_cast<const Vec8<T>*>(grad + e * per);
+            const auto g = *reinterpret_cast<const Vec8<T>*>(gu + gate);
+            const auto u = *reinterpret_cast<const Vec8<T>*>(gu + up);
+            Vec8<T> dg, du;
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) silu_mul_grad(d.v[k], g.v[k], u.v[k], dg.v[k], du.v[k]);
+            *reinterpret_cast<Vec8<T>*>(dgu + gate) = dg;
+            *reinterpret_cast<Vec8<T>*>(dgu + up) = du;
+        } else {
+            silu_mul_grad(grad[e], gu[gate], gu[up], dgu[gate], dgu[up]);
+        }
+    }
+}
+
 // Decode attention, flash-decoding style: one block per (key chunk, KV head, row), on tensor cores
 // (mma.sync m16n8k16, bf16/fp16 in, fp32 out). A warp takes tiles of 16 keys, staged in its own
 // shared memory (rows padded by 16 bytes so that ldmatrix is free of bank conflicts). Transposed
@@ -400,6 +430,20 @@ void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s)
     check_launch("silu_mul");
 }
 
+template <typename T>
+void silu_mul_backward_t(const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t s) {
+    const bool vectorised = I % kVec == 0;
+    const int64_t total = N * I / (vectorised ? kVec : 1);
+    if (total == 0) return;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
+    auto* d = static_cast<const T*>(grad);
+    auto* x = static_cast<const T*>(gu);
+    auto* out = static_cast<T*>(dgu);
+    if (vectorised) silu_mul_backward_kernel<T, true><<<blocks, 256, 0, s>>>(d, x, out, N, I);
+    else silu_mul_backward_kernel<T, false><<<blocks, 256, 0, s>>>(d, x, out, N, I);
+    check_launch("silu_mul_backward");
+}
+
 template <typename T, int D, int GROUP>
 void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
     decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(
@@ -453,6 +497,11 @@ void rope_qkv_to_cache(Half dtype, const void* qkv, const void* bias, const int6
 void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaStream_t stream) {
     if (dtype == Half::bf16) silu_mul_t<__nv_bfloat16>(gu, out, N, I, stream);
     else silu_mul_t<__half>(gu, out, N, I, stream);
+}
+
+void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t stream) {
+    if (dtype == Half::bf16) silu_mul_backward_t<__nv_bfloat16>(grad, gu, dgu, N, I, stream);
+    else silu_mul_backward_t<__half>(grad, gu, dgu, N, I, stream);
 }
 
 bool decode_attention_supported(int64_t H, int64_t G, int64_t D) {

@@ -28,6 +28,8 @@ void rope_qkv_to_cache(Half dtype, const void* qkv, const void* bias, const int6
 
 // out (N, I) = silu(gu[:, :I]) * gu[:, I:], gu (N, 2I), rounded after each op as transformers does.
 void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaStream_t stream);
+// Its gradient: dgu (N, 2I) from grad (N, I) and gu, rounded where ATen's mul and silu_backward round.
+void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t stream);
 
 // One decode step's attention over the cache, split over key chunks (flash-decoding). q (B, H, D);
 // cache (B, S, 2G, D); row b attends slots 0..lens[b]. `partial` holds B*H*splits*(D+2) floats.

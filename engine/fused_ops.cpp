@@ -97,6 +97,22 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
     return out;
 }
 
+torch::Tensor silu_mul_backward(const torch::Tensor& grad, const torch::Tensor& gu) {
+    const int64_t I = gu.size(-1) / 2;
+    check(gu.size(-1) == 2 * I && grad.dim() == gu.dim() && grad.size(-1) == I && grad.numel() * 2 == gu.numel(),
+          "silu_mul_backward: grad must be (..., I) for gu (..., 2I)");
+    check(grad.scalar_type() == gu.scalar_type(), "silu_mul_backward: grad and gu must have one dtype");
+    auto g = grad.contiguous();
+    auto src = gu.contiguous();
+    auto out = torch::empty(gu.sizes(), gu.options());
+    cuda::silu_mul_backward(half_of(gu), g.data_ptr(), src.data_ptr(), out.data_ptr(), gu.numel() / (2 * I), I, stream_of(gu));
+    return out;
+}
+
+bool elementwise_usable(const torch::Tensor& t) {
+    return t.is_cuda() && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kFloat16);
+}
+
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale) {
     check(q.dim() == 3 && cache.dim() == 4 && cache.size(0) == q.size(0) && cache.size(3) == q.size(2),
           "decode_attention: q must be (B, H, D) and cache (B, S, 2G, D)");
@@ -123,6 +139,8 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor&, const torch::Tensor&, cons
     fail("not built");
 }
 torch::Tensor silu_mul(const torch::Tensor&) { fail("not built"); }
+torch::Tensor silu_mul_backward(const torch::Tensor&, const torch::Tensor&) { fail("not built"); }
+bool elementwise_usable(const torch::Tensor&) { return false; }
 torch::Tensor decode_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double) {
     fail("not built");
 }

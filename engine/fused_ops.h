@@ -26,6 +26,10 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& b
 
 // (..., 2I) -> silu(first half) * second half, (..., I).
 torch::Tensor silu_mul(const torch::Tensor& gu);
+// The gradient of silu_mul with respect to gu: grad (..., I), gu (..., 2I) -> (..., 2I).
+torch::Tensor silu_mul_backward(const torch::Tensor& grad, const torch::Tensor& gu);
+// Whether silu_mul and silu_mul_backward take this tensor: a build with the kernels, CUDA, bf16 or fp16.
+bool elementwise_usable(const torch::Tensor& t);
 
 // q (B, H, D) over cache (B, S, 2G, D), row b attending slots 0..lens[b] (lens (B) int64): (B, H, D).
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale);

@@ -52,15 +52,19 @@ bool lora_active(const Model& m, const Linear& l) { return m.lora_enabled && l.l
 // silu(gate) * up of gu (..., 2I) -> (..., I), rounded after each op as transformers computes it.
 // One autograd node: composed of ATen ops, the two halves' gradients would each be a zero fill of
 // the full (..., 2I) plus a copy, then added; here they are written into one (..., 2I) gradient.
+// With `fused` (a GPU, bf16 / fp16), one kernel each way (engine/cuda_kernels.cu).
 struct SiluMul : public torch::autograd::Function<SiluMul> {
-    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor gu) {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor gu, bool fused) {
         ctx->save_for_backward({gu});
+        ctx->saved_data["fused"] = fused;
+        if (fused) return fused::silu_mul(gu);
         const int64_t I = gu.size(-1) / 2;
         return torch::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I);
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grad_out) {
         const auto gu = ctx->get_saved_variables()[0];
+        if (ctx->saved_data["fused"].toBool()) return {fused::silu_mul_backward(grad_out[0], gu), torch::Tensor()};
         const int64_t I = gu.size(-1) / 2;
         const auto gate = gu.narrow(-1, 0, I), up = gu.narrow(-1, I, I);
         const auto& grad = grad_out[0];  // (..., I)
@@ -68,7 +72,7 @@ struct SiluMul : public torch::autograd::Function<SiluMul> {
         auto d_gate = d_gu.narrow(-1, 0, I), d_up = d_gu.narrow(-1, I, I);
         at::mul_out(d_up, grad, torch::silu(gate));
         at::silu_backward_out(d_gate, grad * up, gate);
-        return {d_gu};
+        return {d_gu, torch::Tensor()};
     }
 };
 
@@ -393,7 +397,7 @@ torch::Tensor Model::layer_forward(int64_t layer, const torch::Tensor& h_in, con
     const Layer& l = layers_[layer];
     auto h = h_in + attention(l, rms_norm(h_in, l.input_norm, cfg_.rms_norm_eps), rope, cache, layer, decode);
     auto gu = project_gate_up(l, rms_norm(h, l.post_attn_norm, cfg_.rms_norm_eps));  // (B, T, 2I)
-    return h + linear(l.down, SiluMul::apply(gu));
+    return h + linear(l.down, SiluMul::apply(gu, use_fused_kernels && fused::elementwise_usable(gu)));
 }
 
 std::vector<std::pair<std::string, Linear*>> Model::linears() {

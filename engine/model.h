@@ -109,7 +109,8 @@ public:
     // dtype (fp32), as peft computes them without autocast. On is faster; the adapters' gradients
     // then come through bf16 products.
     bool lora_in_base_dtype = false;
-    // Off: generation on ATen's kernels only (tests compare the two).
+    // Off: ATen's kernels only (tests compare the two). On: generation on a GPU in bf16 / fp16 runs
+    // the engine's fused kernels, and training their SiLU x up (forward and backward).
     bool use_fused_kernels = true;
     // While training (grad mode on, no cache): keep only each layer's input and recompute the layer
     // in the backward pass (activation memory of one layer instead of all).
