@@ -103,6 +103,12 @@ class Validation(unittest.TestCase):
         self.assertEqual(r["checks"]["non_degenerate"], "fail")
         self.assert_only_fails(check(variant("        return torch.relu(x) / 0.0")), "non_degenerate")
 
+    def test_compile_only_after_every_other_check_passed(self):
+        # torch.compile is the slowest check: a module already invalid is not compiled.
+        r = check(variant("        return torch.relu(x) * 1e-14"), compile=True)
+        self.assertEqual(r["checks"]["non_degenerate"], "fail")
+        self.assertEqual(r["checks"]["compile"], "skip", r["reasons"])
+
     def test_input_dependent(self):
         self.assert_only_fails(check(variant("        return torch.relu(self.w) + 0.0 * x.sum()")), "input_dependent")
 
