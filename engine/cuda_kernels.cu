@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -41,6 +43,13 @@ void check_launch(const char* what) {
 // once and the row needs one block of at most 1024 threads (C <= 32768).
 constexpr int kVec = 8;
 constexpr int kNormVecs = 4;
+
+// Whether 16-byte loads and stores may start at every one of these (a view can begin mid-vector).
+bool aligned16(std::initializer_list<const void*> ptrs) {
+    for (const void* p : ptrs)
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) VecN {
@@ -421,7 +430,7 @@ void rope_t(const void* qkv, const void* bias, const int64_t* pos, const float* 
 
 template <typename T>
 void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s) {
-    const bool vectorised = I % kVec == 0;
+    const bool vectorised = I % kVec == 0 && aligned16({gu, out});
     const int64_t total = N * I / (vectorised ? kVec : 1);
     if (total == 0) return;
     const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
@@ -432,7 +441,7 @@ void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s)
 
 template <typename T>
 void silu_mul_backward_t(const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t s) {
-    const bool vectorised = I % kVec == 0;
+    const bool vectorised = I % kVec == 0 && aligned16({grad, gu, dgu});
     const int64_t total = N * I / (vectorised ? kVec : 1);
     if (total == 0) return;
     const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));

@@ -1,6 +1,5 @@
 #include "engine/fused_ops.h"
 
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 

@@ -140,10 +140,18 @@ void check_policy(const std::string& name, const PolicySpec& p) {
 }
 
 nlohmann::json policy_json(const PolicySpec& p) {
-    return {{"model", p.model},         {"tokenizer", p.tokenizer},         {"adapter", p.adapter},
-            {"full_finetune", p.full_finetune}, {"lora_rank", p.lora_rank}, {"lora_alpha", p.lora_alpha},
-            {"lora_targets", p.lora_targets}, {"lora_compute", p.lora_compute}, {"lr", p.lr},                 {"weight_decay", p.weight_decay},
-            {"max_grad_norm", p.max_grad_norm}, {"dtype", p.dtype}};
+    return {{"model", p.model},
+            {"tokenizer", p.tokenizer},
+            {"adapter", p.adapter},
+            {"full_finetune", p.full_finetune},
+            {"lora_rank", p.lora_rank},
+            {"lora_alpha", p.lora_alpha},
+            {"lora_targets", p.lora_targets},
+            {"lora_compute", p.lora_compute},
+            {"lr", p.lr},
+            {"weight_decay", p.weight_decay},
+            {"max_grad_norm", p.max_grad_norm},
+            {"dtype", p.dtype}};
 }
 
 }  // namespace

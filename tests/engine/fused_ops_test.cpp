@@ -48,6 +48,11 @@ TEST_P(FusedOps, SiluMulMatchesAten) {
         auto ref = torch::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I);
         EXPECT_LT(max_diff(kz::fused::silu_mul(gu), ref), 0.02) << "I " << I;
     }
+    // A contiguous view that starts mid-vector (one element into its storage): no 16-byte loads.
+    const int64_t I = 160;
+    auto gu = rand_t({4 * 2 * I + 1}, dt).narrow(0, 1, 4 * 2 * I).view({4, 2 * I});
+    auto ref = torch::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I);
+    EXPECT_LT(max_diff(kz::fused::silu_mul(gu), ref), 0.02) << "offset view";
 }
 
 TEST_P(FusedOps, SiluMulBackwardMatchesAutograd) {
@@ -63,6 +68,13 @@ TEST_P(FusedOps, SiluMulBackwardMatchesAutograd) {
         EXPECT_LT(max_diff(got.narrow(-1, 0, I), gu.grad().narrow(-1, 0, I)),
                   0.02 * std::max(1.0, gu.grad().abs().max().item<double>())) << "I " << I;
     }
+    const int64_t I = 160;  // grad and gu as views that start mid-vector
+    auto gu = rand_t({4 * 2 * I + 1}, dt).narrow(0, 1, 4 * 2 * I).view({4, 2 * I});
+    auto grad = rand_t({4 * I + 1}, dt).narrow(0, 1, 4 * I).view({4, I});
+    auto leaf = gu.detach().clone().requires_grad_(true);
+    (torch::silu(leaf.narrow(-1, 0, I)) * leaf.narrow(-1, I, I)).backward(grad);
+    EXPECT_LT(max_diff(kz::fused::silu_mul_backward(grad, gu), leaf.grad()),
+              0.02 * std::max(1.0, leaf.grad().abs().max().item<double>())) << "offset views";
 }
 
 TEST_P(FusedOps, RopeAndCacheWriteMatchAten) {
