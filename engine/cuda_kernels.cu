@@ -165,8 +165,8 @@ __global__ void silu_mul_kernel(const T* gu, T* out, int64_t N, int64_t I) {
 // rounded where ATen's ops (mul, silu_backward) round them, into one dgu (N, 2I).
 template <typename T>
 __device__ __forceinline__ void silu_mul_grad(T grad, T g, T u, T& dg, T& du) {
-    const float gf = to_f(g), gr = to_f(grad), sig = 1.f / (1.f + __expf(-gf));
-    du = from_f<T>(gr * rnd<T>(gf * sig));
+    const float gf = to_f(g), gr = to_f(grad), e = __expf(-gf), sig = 1.f / (1.f + e);
+    du = from_f<T>(gr * rnd<T>(gf / (1.f + e)));  // silu(gate) exactly as silu_times rounds it
     dg = from_f<T>(rnd<T>(gr * to_f(u)) * sig * (1.f + gf * (1.f - sig)));
 }
 

@@ -62,11 +62,11 @@ TEST_P(FusedOps, SiluMulBackwardMatchesAutograd) {
         auto grad = rand_t({4, 2, I}, dt);
         (torch::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I)).backward(grad);
         auto got = kz::fused::silu_mul_backward(grad, gu.detach());
-        // The up half takes the same two roundings as ATen's; the gate half's silu' is computed once
-        // in fp32 where ATen's kernel may order it otherwise.
-        EXPECT_LT(max_diff(got.narrow(-1, I, I), gu.grad().narrow(-1, I, I)), 0.02) << "I " << I;
-        EXPECT_LT(max_diff(got.narrow(-1, 0, I), gu.grad().narrow(-1, 0, I)),
-                  0.02 * std::max(1.0, gu.grad().abs().max().item<double>())) << "I " << I;
+        // Rounded where ATen rounds, but silu and silu' in fp32 orders of their own (and __expf): a
+        // bf16 rounding may flip by one unit, so the bound scales with the largest gradient.
+        const double tol = 0.02 * std::max(1.0, gu.grad().abs().max().item<double>());
+        EXPECT_LT(max_diff(got.narrow(-1, I, I), gu.grad().narrow(-1, I, I)), tol) << "up, I " << I;
+        EXPECT_LT(max_diff(got.narrow(-1, 0, I), gu.grad().narrow(-1, 0, I)), tol) << "gate, I " << I;
     }
     const int64_t I = 160;  // grad and gu as views that start mid-vector
     auto gu = rand_t({4 * 2 * I + 1}, dt).narrow(0, 1, 4 * 2 * I).view({4, 2 * I});
