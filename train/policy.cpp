@@ -60,6 +60,7 @@ Policy::Policy(std::string name, const PolicySpec& spec, const std::string& mode
         params = lora_parameters(model_);
         model_.lora_in_base_dtype = spec.lora_compute == "base";
     }
+    model_.recompute_layers = spec.recompute;
     optim_.lr = spec.lr;
     optim_.weight_decay = spec.weight_decay;
     optim_.max_grad_norm = spec.max_grad_norm;

@@ -136,6 +136,7 @@ backend = "triton"
 model = "models/Qwen2.5-Coder-7B-Instruct"
 lora_rank = 64
 lora_alpha = 128
+recompute = true
 lr = 2e-5
 max_grad_norm = 1.0
 
@@ -143,6 +144,7 @@ max_grad_norm = 1.0
 model = "models/Qwen2.5-Coder-7B-Instruct"
 lora_rank = 64
 lora_alpha = 128
+recompute = true
 lr = 1e-5
 
 [propose]

@@ -116,6 +116,7 @@ void read_policy(TableReader& parent, const char* name, PolicySpec& p, const std
     r.get("lora_alpha", p.lora_alpha);
     r.get("lora_targets", p.lora_targets);
     r.get("lora_compute", p.lora_compute);
+    r.get("recompute", p.recompute);
     r.get("lr", p.lr);
     r.get("weight_decay", p.weight_decay);
     r.get("max_grad_norm", p.max_grad_norm);
@@ -148,6 +149,7 @@ nlohmann::json policy_json(const PolicySpec& p) {
             {"lora_alpha", p.lora_alpha},
             {"lora_targets", p.lora_targets},
             {"lora_compute", p.lora_compute},
+            {"recompute", p.recompute},
             {"lr", p.lr},
             {"weight_decay", p.weight_decay},
             {"max_grad_norm", p.max_grad_norm},

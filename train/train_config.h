@@ -27,6 +27,9 @@ struct PolicySpec {
     // Where the LoRA products are computed: "adapter" (in the adapters' fp32, as peft computes them)
     // or "base" (in the activations' dtype, as torch.autocast does: HF Trainer with bf16, verl).
     std::string lora_compute = "adapter";
+    // Per-layer activation recomputation in the policy update: each layer's activations are kept
+    // for one layer at a time (memory of a 7B update at long sequences), for ~1/3 more compute.
+    bool recompute = false;
     double lr = 1e-5, weight_decay = 0.0, max_grad_norm = 1.0;
     std::string dtype = "auto";      // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
 };

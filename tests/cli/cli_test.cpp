@@ -646,6 +646,7 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto printed = run({"train", "--preset", "qwen2.5-coder-7b", "--print-config"}, dir);
     EXPECT_EQ(printed.code, 0);
     EXPECT_NE(printed.out.find("lora_rank = 64"), std::string::npos) << printed.out;
+    EXPECT_NE(printed.out.find("recompute = true"), std::string::npos) << printed.out;
     auto report = run({"report", dir + "/empty"}, dir);
     EXPECT_EQ(report.code, 2);
 }
