@@ -428,12 +428,22 @@ void rope_t(const void* qkv, const void* bias, const int64_t* pos, const float* 
     check_launch("rope_qkv_to_cache");
 }
 
+// The SiLU x up kernels' grid-stride launch over N x I outputs: 8 a thread where I is a multiple of 8
+// and every pointer 16-byte aligned, else one; 256 threads a block, at most 65536 blocks (0: nothing to do).
+struct SiluLaunch {
+    bool vectorised;
+    unsigned blocks;
+};
+SiluLaunch silu_launch(int64_t N, int64_t I, std::initializer_list<const void*> ptrs) {
+    const bool vectorised = I % kVec == 0 && aligned16(ptrs);
+    const int64_t total = N * I / (vectorised ? kVec : 1);
+    return {vectorised, static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536))};
+}
+
 template <typename T>
 void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s) {
-    const bool vectorised = I % kVec == 0 && aligned16({gu, out});
-    const int64_t total = N * I / (vectorised ? kVec : 1);
-    if (total == 0) return;
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
+    const auto [vectorised, blocks] = silu_launch(N, I, {gu, out});
+    if (blocks == 0) return;
     if (vectorised) silu_mul_kernel<T, true><<<blocks, 256, 0, s>>>(static_cast<const T*>(gu), static_cast<T*>(out), N, I);
     else silu_mul_kernel<T, false><<<blocks, 256, 0, s>>>(static_cast<const T*>(gu), static_cast<T*>(out), N, I);
     check_launch("silu_mul");
@@ -441,10 +451,8 @@ void silu_mul_t(const void* gu, void* out, int64_t N, int64_t I, cudaStream_t s)
 
 template <typename T>
 void silu_mul_backward_t(const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t s) {
-    const bool vectorised = I % kVec == 0 && aligned16({grad, gu, dgu});
-    const int64_t total = N * I / (vectorised ? kVec : 1);
-    if (total == 0) return;
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
+    const auto [vectorised, blocks] = silu_launch(N, I, {grad, gu, dgu});
+    if (blocks == 0) return;
     auto* d = static_cast<const T*>(grad);
     auto* x = static_cast<const T*>(gu);
     auto* out = static_cast<T*>(dgu);

@@ -114,7 +114,7 @@ struct LoraProjectionFn : public torch::autograd::Function<LoraProjectionFn> {
                 grads[3 + 2 * p.part] = da.narrow(0, p.row, p.rank).to(ab[2 * p.part].scalar_type());
         }
         if (ctx->needs_input_grad(0)) {
-            auto dx = g.mm(weight.to(g.scalar_type()));  // (N, C)
+            auto dx = g.mm(weight);  // (N, C)
             // With fp32 products: added in fp32 arithmetic and rounded once.
             if (dh.defined()) dx.add_(dh.mm(stacked_a(ab, parts, dt)));
             grads[0] = dx.view(x.sizes());
