@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -243,16 +244,18 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
     return y;
 }
 
+// Registers capped for 3 blocks an SM (their shared memory allows 3 too); uncapped, 171 registers
+// allow 2. 4 (128 registers) spills and was slower.
 template <typename T, int D, int GROUP>
-__global__ void decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, int H, int G,
-                                            int S, int chunk, float scale) {
+__global__ void __launch_bounds__(kAttnWarps * 32, 3)
+decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, T* out, int H, int G, int S,
+                        int chunk, float scale) {
     constexpr int kTile = 16, kRow = D + 8;             // staged row: D elements + 16 bytes of padding
     constexpr int kRowVecs = D / kVec, kLoads = kTile * kRowVecs / 32;  // Vec8 loads per lane per tile
     const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int grp = lane >> 2, quad = lane & 3;  // mma fragment coordinates
-    const int n_keys = static_cast<int>(lens[b]) + 1;
-    const int start = split * chunk, end = min(start + chunk, n_keys);
+    const int start = split * chunk;
 
     // Staging (per warp: K and V tiles), reused after the loop for the warps' partial results.
     constexpr int kStageBytes = kAttnWarps * 2 * kTile * kRow * static_cast<int>(sizeof(T));
@@ -284,7 +287,7 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
     const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
     const T* values = keys + static_cast<int64_t>(G) * D;
     Vec8<T> kr[kLoads], vr[kLoads];
-    auto load = [&](int tile) {
+    auto load = [&](int tile, int end) {
 #pragma unroll
         for (int i = 0; i < kLoads; ++i) {
             const int v = lane + 32 * i, key = tile + v / kRowVecs, c = v % kRowVecs;
@@ -299,7 +302,8 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
     };
     constexpr int kStride = kAttnWarps * kTile;
     int tile = start + warp * kTile;
-    if (tile < end) load(tile);
+    const int end = min(start + chunk, static_cast<int>(lens[b]) + 1);
+    if (tile < end) load(tile, end);
     for (; tile < end; tile += kStride) {
         __syncwarp();  // the previous tile's ldmatrix reads are done
 #pragma unroll
@@ -309,7 +313,7 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
             reinterpret_cast<Vec8<T>*>(vs + r * kRow)[c] = vr[i];
         }
         __syncwarp();
-        if (tile + kStride < end) load(tile + kStride);
+        if (tile + kStride < end) load(tile + kStride, end);
 
         // S^T = K Q^T: rows keys grp and grp + 8, columns heads 2*quad + {0, 1}.
         float st[4] = {0.f, 0.f, 0.f, 0.f};
@@ -381,9 +385,14 @@ __global__ void decode_attention_kernel(const T* q, const T* cache, const int64_
                 A += sm_acc[(w * GROUP + h) * D + d] * f;
             }
         }
-        float* out = partial + ((static_cast<int64_t>(b) * H + g * GROUP + h) * splits + split) * (D + 2);
-        out[d] = A;
-        if (d == 0) out[D] = M, out[D + 1] = L;
+        const int64_t bh = static_cast<int64_t>(b) * H + g * GROUP + h;
+        if (splits == 1) {  // the whole row: the result itself (every row has at least one key)
+            out[bh * D + d] = from_f<T>(A / L);
+            continue;
+        }
+        float* part = partial + (bh * splits + split) * (D + 2);
+        part[d] = A;
+        if (d == 0) part[D] = M, part[D + 1] = L;
     }
 }
 
@@ -462,37 +471,39 @@ void silu_mul_backward_t(const void* grad, const void* gu, void* dgu, int64_t N,
 }
 
 template <typename T, int D, int GROUP>
-void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, T* out, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
     decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(
-        q, cache, lens, partial, static_cast<int>(H), static_cast<int>(G), static_cast<int>(S), static_cast<int>(chunk), scale);
+        q, cache, lens, partial, out, static_cast<int>(H), static_cast<int>(G), static_cast<int>(S), static_cast<int>(chunk), scale);
 }
 
 template <typename T, int D>
-void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
+void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, T* out, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
     switch (H / G) {
-        case 1: return launch_attention<T, D, 1>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 2: return launch_attention<T, D, 2>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 3: return launch_attention<T, D, 3>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 4: return launch_attention<T, D, 4>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 5: return launch_attention<T, D, 5>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 6: return launch_attention<T, D, 6>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        case 7: return launch_attention<T, D, 7>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
-        default: return launch_attention<T, D, 8>(grid, s, q, cache, lens, partial, H, G, S, chunk, scale);
+        case 1: return launch_attention<T, D, 1>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 2: return launch_attention<T, D, 2>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 3: return launch_attention<T, D, 3>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 4: return launch_attention<T, D, 4>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 5: return launch_attention<T, D, 5>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 6: return launch_attention<T, D, 6>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        case 7: return launch_attention<T, D, 7>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
+        default: return launch_attention<T, D, 8>(grid, s, q, cache, lens, partial, out, H, G, S, chunk, scale);
     }
 }
 
 template <typename T>
 void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial,
                         void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
-    const int64_t splits = decode_attention_splits(S), chunk = (S + splits - 1) / splits;
+    const int64_t splits = decode_attention_splits(B, G, S), chunk = (S + splits - 1) / splits;
     const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(G), static_cast<unsigned>(B));
     auto* qp = static_cast<const T*>(q);
     auto* cp = static_cast<const T*>(cache);
-    if (D == 128) launch_attention_d<T, 128>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
-    else launch_attention_d<T, 64>(grid, s, qp, cp, lens, partial, H, G, S, chunk, scale);
+    auto* op = static_cast<T*>(out);
+    if (D == 128) launch_attention_d<T, 128>(grid, s, qp, cp, lens, partial, op, H, G, S, chunk, scale);
+    else launch_attention_d<T, 64>(grid, s, qp, cp, lens, partial, op, H, G, S, chunk, scale);
     check_launch("decode_attention");
+    if (splits == 1) return;  // the kernel wrote the result
     decode_combine_kernel<T><<<static_cast<unsigned>(B * H), static_cast<unsigned>(D), 0, s>>>(
-        partial, static_cast<T*>(out), static_cast<int>(splits), static_cast<int>(D));
+        partial, op, static_cast<int>(splits), static_cast<int>(D));
     check_launch("decode_attention combine");
 }
 
@@ -525,7 +536,7 @@ bool decode_attention_supported(int64_t H, int64_t G, int64_t D) {
     return (D == 64 || D == 128) && G > 0 && H % G == 0 && H / G <= kMaxGroup;
 }
 
-int64_t decode_attention_splits(int64_t S) {
+int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S) {
     // A fixed number of chunks for tuning (the benchmark sweeps it): KZ_DECODE_ATTENTION_SPLITS, read once.
     static const int64_t fixed = [] {
         const char* v = std::getenv("KZ_DECODE_ATTENTION_SPLITS");
@@ -537,10 +548,16 @@ int64_t decode_attention_splits(int64_t S) {
         return static_cast<int64_t>(n);
     }();
     if (fixed > 0) return std::min<int64_t>(fixed, std::max<int64_t>(S, 1));
-    // Chunks of at least one tile per warp, at most 32 of them: enough blocks to fill the GPU at
-    // batch 1 without a partial buffer that grows with the context.
-    const int64_t chunk = std::max<int64_t>(kKeysPerChunk, (S + 31) / 32);
-    return (S + chunk - 1) / chunk;
+    // As many chunks as give every SM a block (B * G * splits >= SMs), of at least two tiles per
+    // warp, at most 32: a batch with a block per SM already is faster in one chunk, without the
+    // combine pass (H200, 7B at batch 64, 256 rows x heads on 132 SMs: 1 chunk 0.71 ms a step,
+    // 2 or 4 chunks 0.75-0.78 plus 0.11 of combine).
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        throw std::runtime_error("decode_attention: cannot read the GPU's SM count");
+    const int64_t rows = std::max<int64_t>(B * G, 1);
+    const int64_t by_sms = (sms + rows - 1) / rows, by_len = (S + kKeysPerChunk - 1) / kKeysPerChunk;
+    return std::max<int64_t>(1, std::min({by_sms, by_len, int64_t{32}}));
 }
 
 void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,

@@ -37,9 +37,11 @@ void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, 
 // cores (mma), probabilities rounded to the element type before the value product, as flash
 // attention does.
 bool decode_attention_supported(int64_t H, int64_t G, int64_t D);
-// Key chunks per (row, KV head) for S cache slots: up to 32 chunks of at least 128 keys, or the
-// number in KZ_DECODE_ATTENTION_SPLITS (a tuning knob, read once; at most S).
-int64_t decode_attention_splits(int64_t S);
+// Key chunks per (row, KV head) for B rows of G KV heads over S cache slots on the current device:
+// enough for a block per SM, at most 32 of at least 128 keys; or the number in
+// KZ_DECODE_ATTENTION_SPLITS (a tuning knob, read once; at most S). With one chunk the kernel writes
+// `out` itself; with more it writes `partial` and a combine pass writes `out`.
+int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S);
 void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,
                       float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
                       cudaStream_t stream);

@@ -1,5 +1,6 @@
 #include "engine/fused_ops.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "engine/cuda_kernels.h"
+#include "engine/decode_gemm.h"
 #endif
 
 namespace kz::fused {
@@ -112,6 +114,22 @@ bool elementwise_usable(const torch::Tensor& t) {
     return t.is_cuda() && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kFloat16);
 }
 
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight) {
+    check(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "decode_linear: x must be (..., K), weight (N, K)");
+    check(x.scalar_type() == weight.scalar_type() && x.device() == weight.device(), "decode_linear: x and weight must share dtype and device");
+    const int64_t N = weight.size(0), K = weight.size(1), M = x.numel() / std::max<int64_t>(K, 1);
+    auto xc = x.contiguous();
+    auto wc = weight.contiguous();
+    auto sizes = x.sizes().vec();
+    sizes.back() = N;
+    auto y = torch::empty(sizes, x.options());
+    if (M == 0 || N == 0) return y;
+    if (K == 0) return y.zero_();
+    if (!cuda::decode_gemm_aligned(xc.data_ptr(), wc.data_ptr(), y.data_ptr())) return torch::nn::functional::linear(x, weight);
+    cuda::decode_gemm(half_of(x), xc.data_ptr(), wc.data_ptr(), y.data_ptr(), M, N, K, stream_of(x));
+    return y;
+}
+
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale) {
     check(q.dim() == 3 && cache.dim() == 4 && cache.size(0) == q.size(0) && cache.size(3) == q.size(2),
           "decode_attention: q must be (B, H, D) and cache (B, S, 2G, D)");
@@ -121,7 +139,8 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cach
     check(cuda::decode_attention_supported(H, G, D), "decode_attention: unsupported head layout");
     auto qc = q.contiguous();
     auto lc = lens.contiguous();
-    auto partial = torch::empty({B * H * cuda::decode_attention_splits(S) * (D + 2)}, q.options().dtype(torch::kFloat32));
+    const int64_t splits = cuda::decode_attention_splits(B, G, S);
+    auto partial = torch::empty({splits > 1 ? B * H * splits * (D + 2) : 0}, q.options().dtype(torch::kFloat32));
     auto out = torch::empty({B, H, D}, q.options());
     cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(),
                            out.data_ptr(), B, H, G, D, S, static_cast<float>(scale), stream_of(q));
@@ -140,6 +159,7 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor&, const torch::Tensor&, cons
 torch::Tensor silu_mul(const torch::Tensor&) { fail("not built"); }
 torch::Tensor silu_mul_backward(const torch::Tensor&, const torch::Tensor&) { fail("not built"); }
 bool elementwise_usable(const torch::Tensor&) { return false; }
+torch::Tensor decode_linear(const torch::Tensor&, const torch::Tensor&) { fail("not built"); }
 torch::Tensor decode_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double) {
     fail("not built");
 }

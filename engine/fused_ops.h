@@ -31,6 +31,11 @@ torch::Tensor silu_mul_backward(const torch::Tensor& grad, const torch::Tensor& 
 // Whether silu_mul and silu_mul_backward take this tensor: a build with the kernels, CUDA, bf16 or fp16.
 bool elementwise_usable(const torch::Tensor& t);
 
+// x (..., K) W^T for weight (N, K), one dtype (bf16 or fp16), on the GPU, no bias: a decode step's
+// linear layer on cuBLASLt with a timed algorithm (decode_gemm.h); ATen's linear where a pointer is
+// not 16-byte aligned. (..., N).
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight);
+
 // q (B, H, D) over cache (B, S, 2G, D), row b attending slots 0..lens[b] (lens (B) int64): (B, H, D).
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale);
 

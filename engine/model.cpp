@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -353,10 +354,17 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
     if (decode && T != 1) throw std::logic_error("a decode step takes one token per row");
     auto h = embed_.index_select(0, ids.reshape(-1)).view({B, T, cfg_.hidden_size});  // (B, T, C): the residual
     auto x = fused::add_rms_norm_(h, {}, layers_[0].input_norm, eps);                 // (B, T, C)
+    // A decode step's projections with no adapter on go to cuBLASLt with a timed algorithm.
+    auto plain = [&](std::initializer_list<const Linear*> ls) {
+        return decode && std::none_of(ls.begin(), ls.end(), [&](const Linear* p) { return lora_active(*this, *p); });
+    };
     for (size_t i = 0; i < layers_.size(); ++i) {
         const Layer& l = layers_[i];
         // Qwen3 normalises q and k before RoPE, so there the bias (if any) goes in with the matmul.
-        auto qkv = qk_normed(l, project_qkv(l, x, /*with_bias=*/cfg_.qk_norm).view({B, T, H + 2 * G, D}));
+        const bool qkv_bias = cfg_.qk_norm && l.qkv_bias.defined();
+        auto qkv = qk_normed(l, (plain({&l.q, &l.k, &l.v}) && !qkv_bias ? fused::decode_linear(x, l.qkv_weight)
+                                                                          : project_qkv(l, x, /*with_bias=*/cfg_.qk_norm))
+                                    .view({B, T, H + 2 * G, D}));
         auto& kv = cache.kv[i];  // (B, S, 2G, D)
         auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
         torch::Tensor attn;  // (B, T, H, D)
@@ -367,8 +375,12 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
             auto written = kv.narrow(1, 0, T);  // (B, T, 2G, D)
             attn = causal_attention(q, written.narrow(2, 0, G), written.narrow(2, G, G), scale);
         }
-        x = fused::add_rms_norm_(h, linear(l.o, attn.reshape({B, T, H * D})), l.post_attn_norm, eps);
-        auto mlp = linear(l.down, fused::silu_mul(project_gate_up(l, x)));
+        auto o_in = attn.reshape({B, T, H * D});
+        x = fused::add_rms_norm_(h, plain({&l.o}) ? fused::decode_linear(o_in, l.o.weight) : linear(l.o, o_in),
+                                 l.post_attn_norm, eps);
+        auto gu = plain({&l.gate, &l.up}) ? fused::decode_linear(x, l.gate_up_weight) : project_gate_up(l, x);
+        auto act = fused::silu_mul(gu);
+        auto mlp = plain({&l.down}) ? fused::decode_linear(act, l.down.weight) : linear(l.down, act);
         x = fused::add_rms_norm_(h, mlp, i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_, eps);
     }
     return x;  // the final norm's output

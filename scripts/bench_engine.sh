@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Policy-engine benchmarks on a GPU machine (results go to docs/BENCHMARKS.md), each with its anchor
 # in the same command, on a random 7B-shaped Qwen2 in bf16:
-#   generate: prompt 256, 256 new tokens, batch 1/16/64; then Hugging Face generate (hf_generate.py)
+#   generate: prompt 256, 256 new tokens, batch 1/16/64, and batch 64 with the decode GEMMs on
+#             cuBLASLt's first pick (KZ_DECODE_GEMM_TUNING=0); then Hugging Face generate (hf_generate.py)
 #   train:    LoRA r64 (alpha 128) on all linear layers, recomputation, batch 8 x 2048, LoRA products
 #             in fp32 (as peft) and in bf16 (as autocast), GPU time per kernel of one step; then
 #             Hugging Face + PEFT with gradient checkpointing (hf_train_lora.py), as written (LoRA
@@ -21,6 +22,10 @@ WHAT=${4:-generate,train}
 if [[ ,$WHAT, == *,generate,* ]]; then
   "$BUILD"/kernelzero bench-engine --arch qwen2 --preset 7b-shape --batch 1,16,64 --prompt-len 256 --new-tokens 256 --profile \
     --repeats ${KZ_BENCH_REPEATS:-3} --json | tee "$OUTD/engine_generate.jsonl"
+  # The decode GEMMs' timed algorithm choice against cuBLASLt's first pick (decode_gemm.h), batch 64.
+  echo "[bench-engine] KZ_DECODE_GEMM_TUNING=0:"
+  KZ_DECODE_GEMM_TUNING=0 "$BUILD"/kernelzero bench-engine --arch qwen2 --preset 7b-shape --batch 64 --prompt-len 256 --new-tokens 256 \
+    --profile --repeats ${KZ_BENCH_REPEATS:-3} --json | tee "$OUTD/engine_generate_untuned.jsonl"
   if [[ -f "$ANCHORS/hf_generate.py" ]]; then
     echo "[bench-engine] anchor (hf_generate.py):"
     (cd /tmp && timeout 400 $PY "$ANCHORS/hf_generate.py") 2>&1 | grep -E "ANCHOR|Error" | tee "$OUTD/anchor_generate.log"

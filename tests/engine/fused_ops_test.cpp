@@ -4,6 +4,10 @@
 
 #include <cmath>
 
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
 #include "engine/fused_ops.h"
 #include "engine/model.h"
 
@@ -104,12 +108,14 @@ TEST_P(FusedOps, RopeAndCacheWriteMatchAten) {
 
 TEST_P(FusedOps, DecodeAttentionMatchesSdpa) {
     const auto dt = GetParam();
+    // 600 slots: several key chunks and the combine kernel; 100: one chunk, written by the kernel itself.
+    for (int64_t S : {600, 100})
     for (int64_t D : {64, 128})
         for (int64_t group : {1, 2, 3, 4, 5, 6, 7, 8}) {
-            const int64_t B = 3, G = 2, H = G * group, S = 600;
+            const int64_t B = 3, G = 2, H = G * group;
             auto q = rand_t({B, H, D}, dt);
             auto cache = rand_t({B, S, 2 * G, D}, dt);
-            auto lens = torch::tensor({0, 37, 599}, torch::kInt64).cuda();  // 1, 38 and 600 keys
+            auto lens = torch::tensor({int64_t{0}, int64_t{37}, S - 1}, torch::kInt64).cuda();  // 1, 38 and S keys
             const double scale = 1.0 / std::sqrt(static_cast<double>(D));
             auto got = kz::fused::decode_attention(q, cache, lens, scale);
             auto mask = (torch::arange(S, lens.options()).view({1, S}) <= lens.view({-1, 1})).view({B, 1, 1, S});
@@ -118,8 +124,50 @@ TEST_P(FusedOps, DecodeAttentionMatchesSdpa) {
             auto ref = at::scaled_dot_product_attention(q.unsqueeze(2).to(torch::kFloat32), k, v, mask, 0.0, false, scale,
                                                         /*enable_gqa=*/true)
                            .squeeze(2);
-            EXPECT_LT(max_diff(got, ref), 0.02) << "D " << D << " group " << group;
+            EXPECT_LT(max_diff(got, ref), 0.02) << "S " << S << " D " << D << " group " << group;
         }
+}
+
+TEST_P(FusedOps, DecodeLinearMatchesMatmul) {
+    const auto dt = GetParam();
+    struct Shape { int64_t M, N, K; };
+    for (const Shape s : {Shape{1, 4608, 3584}, Shape{64, 3584, 18944}, Shape{16, 37888, 3584}, Shape{5, 200, 64}}) {
+        auto x = rand_t({s.M, 1, s.K}, dt), w = rand_t({s.N, s.K}, dt);
+        auto ref = torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t());  // (M, 1, N)
+        const double tol = 0.01 * ref.abs().max().item<double>();
+        auto got = kz::fused::decode_linear(x, w);
+        ASSERT_EQ(got.sizes(), ref.sizes());
+        EXPECT_LT(max_diff(got, ref), tol) << "M " << s.M << " N " << s.N << " K " << s.K;
+        // The algorithm is chosen once: a second call rounds the same way.
+        EXPECT_TRUE(torch::equal(kz::fused::decode_linear(x, w), got)) << "M " << s.M << " N " << s.N;
+    }
+    // An input that starts mid-vector goes to ATen's linear.
+    auto x = rand_t({3 * 64 + 1}, dt).narrow(0, 1, 3 * 64).view({3, 64}), w = rand_t({40, 64}, dt);
+    auto ref = torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t());
+    EXPECT_LT(max_diff(kz::fused::decode_linear(x, w), ref), 0.01 * ref.abs().max().item<double>()) << "offset view";
+}
+
+TEST_P(FusedOps, DecodeLinearReplaysInACudaGraph) {
+    // As a decode graph does: one eager call on the capture stream (the algorithm is timed there),
+    // then capture and replay with new inputs written into the captured buffers.
+    const auto dt = GetParam();
+    auto x = rand_t({8, 512}, dt), w = rand_t({1024, 512}, dt);
+    auto side = c10::cuda::getStreamFromPool();
+    at::cuda::CUDAGraph graph;
+    torch::Tensor y;
+    {
+        c10::cuda::CUDAStreamGuard guard(side);
+        kz::fused::decode_linear(x, w);
+        side.synchronize();
+        graph.capture_begin();
+        y = kz::fused::decode_linear(x, w);
+        graph.capture_end();
+    }
+    x.copy_(rand_t({8, 512}, dt));
+    graph.replay();
+    torch::cuda::synchronize();
+    auto ref = torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t());
+    EXPECT_LT(max_diff(y, ref), 0.01 * ref.abs().max().item<double>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedOps, ::testing::Values(torch::kBFloat16, torch::kFloat16));
