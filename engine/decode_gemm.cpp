@@ -114,16 +114,14 @@ cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, size_t candidate, const v
                           kWorkspaceBytes, stream);
 }
 
-// Times every candidate on `stream` and returns the one to use: the heuristic's first unless another
-// is clearly faster (kMargin), and among the clearly faster the first in the heuristic's order within
-// kTie of the fastest, so that timing noise rarely changes the choice from one process to the next.
-// The weight is read from rotating copies of it when two of it fit in L2, else from `w` itself.
-// Each candidate's time is its best of kRounds interleaved rounds.
 constexpr float kMargin = 0.97f, kTie = 1.01f;
 constexpr int kRounds = 3;
 
-size_t fastest(cublasLtHandle_t lt, const Plan& p, const void* x, const void* w, void* y, void* ws, int device,
-               int64_t N, int64_t K, cudaStream_t stream) {
+// Times every candidate on `stream` (decode_gemm_choice picks from the times). The weight is read
+// from rotating copies of it when two of it fit in L2, else from `w` itself. Each candidate's time
+// is its best of kRounds interleaved rounds.
+size_t choose_by_timing(cublasLtHandle_t lt, const Plan& p, const void* x, const void* w, void* y, void* ws, int device,
+                        int64_t N, int64_t K, cudaStream_t stream) {
     const size_t weight_bytes = static_cast<size_t>(N) * static_cast<size_t>(K) * 2;
     int l2 = 0;
     check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
@@ -166,16 +164,20 @@ size_t fastest(cublasLtHandle_t lt, const Plan& p, const void* x, const void* w,
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     if (scratch) check_cuda(cudaFree(scratch), "cudaFree");
-    float fastest_ms = -1.f;
-    for (float ms : best_ms)
-        if (ms >= 0.f && (fastest_ms < 0.f || ms < fastest_ms)) fastest_ms = ms;
-    if (fastest_ms < 0.f || (best_ms[0] >= 0.f && fastest_ms >= kMargin * best_ms[0])) return 0;
-    for (size_t c = 0; c < best_ms.size(); ++c)
-        if (best_ms[c] >= 0.f && best_ms[c] <= kTie * fastest_ms) return c;
-    return 0;
+    return decode_gemm_choice(best_ms);
 }
 
 }  // namespace
+
+size_t decode_gemm_choice(const std::vector<float>& ms) {
+    float fastest_ms = -1.f;
+    for (float t : ms)
+        if (t >= 0.f && (fastest_ms < 0.f || t < fastest_ms)) fastest_ms = t;
+    if (fastest_ms < 0.f || (ms[0] >= 0.f && fastest_ms >= kMargin * ms[0])) return 0;
+    for (size_t c = 0; c < ms.size(); ++c)
+        if (ms[c] >= 0.f && ms[c] <= kTie * fastest_ms) return c;
+    return 0;
+}
 
 bool decode_gemm_aligned(const void* x, const void* w, const void* y) {
     auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -206,7 +208,7 @@ void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, i
     auto& plan = st.plans[PlanKey{device, dtype, M, N, K}];
     if (!plan) plan = make_plan(lt, dtype, M, N, K);
     if (!plan->settled && !in_capture) {
-        if (tuning_enabled()) plan->chosen = fastest(lt, *plan, x, w, y, ws, device, N, K, stream);
+        if (tuning_enabled()) plan->chosen = choose_by_timing(lt, *plan, x, w, y, ws, device, N, K, stream);
         plan->settled = true;
     }
     check_lt(run(lt, *plan, plan->chosen, x, w, y, ws, stream), "cublasLtMatmul");

@@ -19,13 +19,20 @@
 // Throws std::runtime_error naming the cuBLASLt or CUDA call that failed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/cuda_kernels.h"
 
 namespace kz::cuda {
 
 bool decode_gemm_aligned(const void* x, const void* w, const void* y);
+// The rule that picks from the timed candidates: `ms` in the heuristic's order (negative: that
+// candidate did not run). The first unless another is at least 3% faster; then the first in the
+// heuristic's order within 1% of the fastest, so that timing noise rarely changes the choice from
+// one process to the next. 0 when nothing ran.
+size_t decode_gemm_choice(const std::vector<float>& ms);
 void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
 }  // namespace kz::cuda
