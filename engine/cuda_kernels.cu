@@ -45,13 +45,6 @@ void check_launch(const char* what) {
 constexpr int kVec = 8;
 constexpr int kNormVecs = 4;
 
-// Whether 16-byte loads and stores may start at every one of these (a view can begin mid-vector).
-bool aligned16(std::initializer_list<const void*> ptrs) {
-    for (const void* p : ptrs)
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-    return true;
-}
-
 template <typename T, int N>
 struct alignas(sizeof(T) * N) VecN {
     T v[N];
@@ -491,9 +484,9 @@ void launch_attention_d(dim3 grid, cudaStream_t s, const T* q, const T* cache, c
 }
 
 template <typename T>
-void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial,
+void decode_attention_t(const void* q, const void* cache, const int64_t* lens, float* partial, int64_t splits,
                         void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t s) {
-    const int64_t splits = decode_attention_splits(B, G, S), chunk = (S + splits - 1) / splits;
+    const int64_t chunk = (S + splits - 1) / splits;
     const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(G), static_cast<unsigned>(B));
     auto* qp = static_cast<const T*>(q);
     auto* cp = static_cast<const T*>(cache);
@@ -532,6 +525,12 @@ void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, 
     else silu_mul_backward_t<__half>(grad, gu, dgu, N, I, stream);
 }
 
+bool aligned16(std::initializer_list<const void*> ptrs) {
+    for (const void* p : ptrs)
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
+
 bool decode_attention_supported(int64_t H, int64_t G, int64_t D) {
     return (D == 64 || D == 128) && G > 0 && H % G == 0 && H / G <= kMaxGroup;
 }
@@ -560,16 +559,17 @@ int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S) {
     return std::max<int64_t>(1, std::min({by_sms, by_len, int64_t{32}}));
 }
 
-void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,
-                      float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
-                      cudaStream_t stream) {
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, int64_t splits,
+                      void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream) {
     if (!decode_attention_supported(H, G, D))
         throw std::runtime_error("decode_attention: unsupported shape (H " + std::to_string(H) + ", G " +
                                  std::to_string(G) + ", D " + std::to_string(D) + ")");
+    if (splits < 1 || splits > std::max<int64_t>(S, 1))
+        throw std::runtime_error("decode_attention: " + std::to_string(splits) + " key chunks for " + std::to_string(S) + " slots");
     if (B == 0) return;
     if (dtype == Half::bf16)
-        decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
-    else decode_attention_t<__half>(q, cache, lens, partial, out, B, H, G, D, S, scale, stream);
+        decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, splits, out, B, H, G, D, S, scale, stream);
+    else decode_attention_t<__half>(q, cache, lens, partial, splits, out, B, H, G, D, S, scale, stream);
 }
 
 }  // namespace kz::cuda

@@ -5,12 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 typedef struct CUstream_st* cudaStream_t;
 
 namespace kz::cuda {
 
 enum class Half { bf16, fp16 };
+
+// Whether 16-byte loads and stores may start at every one of these (a view can begin mid-vector).
+bool aligned16(std::initializer_list<const void*> ptrs);
 
 // Per row r of (rows, C): h[r] += x[r] (rounded to the element type, as a bf16 residual add is),
 // then out[r] = weight * rms_norm(h[r]) computed as transformers does (fp32 statistics, the
@@ -32,7 +36,8 @@ void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaS
 void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t stream);
 
 // One decode step's attention over the cache, split over key chunks (flash-decoding). q (B, H, D);
-// cache (B, S, 2G, D); row b attends slots 0..lens[b]. `partial` holds B*H*splits*(D+2) floats.
+// cache (B, S, 2G, D); row b attends slots 0..lens[b], in `splits` key chunks
+// (decode_attention_splits); `partial` holds B*H*splits*(D+2) floats (none for one chunk).
 // out (B, H, D). D must be 64 or 128 and H / G at most 8 (decode_attention_supported). On tensor
 // cores (mma), probabilities rounded to the element type before the value product, as flash
 // attention does.
@@ -42,8 +47,7 @@ bool decode_attention_supported(int64_t H, int64_t G, int64_t D);
 // KZ_DECODE_ATTENTION_SPLITS (a tuning knob, read once; at most S). With one chunk the kernel writes
 // `out` itself; with more it writes `partial` and a combine pass writes `out`.
 int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S);
-void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens,
-                      float* partial, void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
-                      cudaStream_t stream);
+void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, int64_t splits,
+                      void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream);
 
 }  // namespace kz::cuda

@@ -179,16 +179,11 @@ size_t decode_gemm_choice(const std::vector<float>& ms) {
     return 0;
 }
 
-bool decode_gemm_aligned(const void* x, const void* w, const void* y) {
-    auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    return ok(x) && ok(w) && ok(y);
-}
-
 void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
     if (M <= 0 || N <= 0 || K <= 0)
         throw std::invalid_argument("decode_gemm: empty shape (M " + std::to_string(M) + ", N " + std::to_string(N) +
                                     ", K " + std::to_string(K) + ")");
-    if (!decode_gemm_aligned(x, w, y)) throw std::invalid_argument("decode_gemm: pointers must be 16-byte aligned");
+    if (!aligned16({x, w, y})) throw std::invalid_argument("decode_gemm: pointers must be 16-byte aligned");
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     State& st = state();

@@ -5,7 +5,7 @@
 // the heuristic's candidates on an H200). No torch headers here (as cuda_kernels.h).
 //
 // Contract: y (M, N) = x (M, K) W^T with W (N, K) row-major, all contiguous, in `dtype`, fp32
-// accumulation, on `stream`. Pointers must be 16-byte aligned (decode_gemm_aligned). The first call
+// accumulation, on `stream`. Pointers must be 16-byte aligned (aligned16). The first call
 // of a (device, dtype, M, N, K) outside a CUDA graph capture times the heuristic's candidates (up
 // to 16) on `stream`, each over rotating copies of the weight so that L2 holds none of it (as at a
 // real step, where every layer has its own weights), and keeps one for the life of the process: the
@@ -27,7 +27,6 @@
 
 namespace kz::cuda {
 
-bool decode_gemm_aligned(const void* x, const void* w, const void* y);
 // The rule that picks from the timed candidates: `ms` in the heuristic's order (negative: that
 // candidate did not run). The first unless another is at least 3% faster; then the first in the
 // heuristic's order within 1% of the fastest, so that timing noise rarely changes the choice from

@@ -125,7 +125,7 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight)
     auto y = torch::empty(sizes, x.options());
     if (M == 0 || N == 0) return y;
     if (K == 0) return y.zero_();
-    if (!cuda::decode_gemm_aligned(xc.data_ptr(), wc.data_ptr(), y.data_ptr())) return torch::nn::functional::linear(x, weight);
+    if (!cuda::aligned16({xc.data_ptr(), wc.data_ptr(), y.data_ptr()})) return torch::nn::functional::linear(x, weight);
     cuda::decode_gemm(half_of(x), xc.data_ptr(), wc.data_ptr(), y.data_ptr(), M, N, K, stream_of(x));
     return y;
 }
@@ -142,7 +142,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cach
     const int64_t splits = cuda::decode_attention_splits(B, G, S);
     auto partial = torch::empty({splits > 1 ? B * H * splits * (D + 2) : 0}, q.options().dtype(torch::kFloat32));
     auto out = torch::empty({B, H, D}, q.options());
-    cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(),
+    cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(), splits,
                            out.data_ptr(), B, H, G, D, S, static_cast<float>(scale), stream_of(q));
     return out;
 }
