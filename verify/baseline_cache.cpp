@@ -3,8 +3,10 @@
 #include <openssl/sha.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
 namespace kz {
 
@@ -22,12 +24,22 @@ std::string sha256_hex(const std::string& data) {
 
 namespace {
 
+constexpr auto kLockWait = std::chrono::seconds(10);  // also the busy handler's timeout
+
+// Schema set-up. Retried while another connection holds the lock, up to kLockWait: the switch to
+// WAL can be refused at once without the busy handler (SQLite skips it where waiting could
+// deadlock), as when two daemons sharing the cache start together.
 void exec(sqlite3* db, const char* sql, const std::string& path) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    const auto deadline = std::chrono::steady_clock::now() + kLockWait;
+    for (;;) {
+        char* err = nullptr;
+        const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+        if (rc == SQLITE_OK) return;
         std::string msg = err ? err : "unknown error";
         sqlite3_free(err);
-        throw std::runtime_error("baseline cache " + path + ": " + msg);
+        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= deadline)
+            throw std::runtime_error("baseline cache " + path + ": " + msg);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }
 
@@ -60,7 +72,7 @@ BaselineCache::BaselineCache(const std::string& path) : path_(path) {
         db_ = nullptr;
         throw std::runtime_error("cannot open the baseline cache " + path + ": " + msg);
     }
-    sqlite3_busy_timeout(db_, 10000);
+    sqlite3_busy_timeout(db_, static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
     exec(db_, "PRAGMA journal_mode=WAL;", path);
     exec(db_, "PRAGMA synchronous=NORMAL;", path);
     // A new table rather than a new column: caches written before the timing method was part of the

@@ -4,7 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/files.h"
 
@@ -29,6 +31,32 @@ TEST(BaselineCache, PersistsAcrossReopenAndKeysOnEveryField) {
                        kz::BaselineKey{"abc", "NVIDIA H200", "2.11.0", "m1", 100, false}})
         EXPECT_FALSE(c.get(other).has_value());
     std::filesystem::remove_all(d);
+}
+
+TEST(BaselineCache, OpensWhileAnotherProcessHoldsTheWriteLock) {
+    // Two daemons sharing a cache directory start at once: while one holds the write lock, the
+    // other's switch to WAL is refused at once (SQLite skips the busy handler where waiting could
+    // deadlock). The open must wait for the lock, not fail ("database is locked").
+    auto d = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-cache-test-");
+    std::string path = d + "/b.sqlite";
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "CREATE TABLE t (x); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    std::thread release([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        sqlite3_exec(other, "COMMIT;", nullptr, nullptr, nullptr);
+    });
+    try {
+        kz::BaselineCache c(path);
+        kz::BaselineKey k{"abc", "NVIDIA H200", "2.11.0", "m1", 100, true};
+        c.put(k, {{"eager", 1}});
+        EXPECT_TRUE(c.get(k).has_value());
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+    }
+    release.join();
+    sqlite3_close(other);
 }
 
 TEST(BaselineCache, UnwritableLocationIsAClearError) {
