@@ -55,6 +55,19 @@ TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std
     if (!submission.empty()) v.info["submission"] = submission;
     TaskRecord t = unvalidated_task(source, apis, level, origin, "");
     auto sh = shingles(source);
+    judge_against_store(t.norm_hash, sh, v);
+    v.settle();
+    t.valid = v.valid;
+    t.reason = v.reason;
+    t.validation = v.to_json();
+    if (v.info.contains("eager_ms") && v.info["eager_ms"].is_number()) t.eager_ms = v.info["eager_ms"].get<double>();
+    t.id = store_.add_task(t);
+    if (t.valid) stored_.emplace_back(t.id, std::move(sh));
+    return t;
+}
+
+void TaskPipeline::judge_against_store(const std::string& norm_hash, const std::set<std::string>& sh,
+                                       TaskValidation& v) const {
     auto closest = [&](const auto& items) {  // (highest similarity, its label)
         std::pair<double, std::string> best{0.0, ""};
         for (const auto& [label, s] : items)
@@ -73,7 +86,7 @@ TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std
     };
     auto near = closest(stored_);
     v.info["max_similarity_to_store"] = near.first;
-    if (auto same = store_.with_norm_hash(t.norm_hash); !same.empty()) {
+    if (auto same = store_.with_norm_hash(norm_hash); !same.empty()) {
         v.checks["novel"] = "fail";
         v.reasons["novel"] = "the same normalised source as stored task " + std::to_string(same.front());
     } else {
@@ -85,14 +98,14 @@ TaskRecord TaskPipeline::submit(const std::string& source, const std::vector<std
         v.info["closest_benchmark"] = bench.second;
         judge("decontaminated", bench, opts_.contamination_threshold);
     }
+}
+
+std::optional<TaskValidation> TaskPipeline::screen(const std::string& source) const {
+    TaskValidation v;
+    judge_against_store(normalised_hash(source), shingles(source), v);
     v.settle();
-    t.valid = v.valid;
-    t.reason = v.reason;
-    t.validation = v.to_json();
-    if (v.info.contains("eager_ms") && v.info["eager_ms"].is_number()) t.eager_ms = v.info["eager_ms"].get<double>();
-    t.id = store_.add_task(t);
-    if (t.valid) stored_.emplace_back(t.id, std::move(sh));
-    return t;
+    if (v.valid) return std::nullopt;
+    return v;
 }
 
 std::optional<TaskRecord> TaskPipeline::resubmitted(const std::string& source, const std::string& submission) const {

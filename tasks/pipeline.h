@@ -41,12 +41,21 @@ public:
                       const TaskValidation* validated = nullptr);
     // The record `submission` stored for `source` before, if any (what submit() would return unchanged).
     std::optional<TaskRecord> resubmitted(const std::string& source, const std::string& submission) const;
+    // What the store and the benchmarks alone decide, before any validation: the module's verdict
+    // when it is a near-duplicate of a stored task or of a benchmark (`novel` or `decontaminated`
+    // failed, every other check skipped; submit() given it stores the module invalid without running
+    // the validator), nullopt otherwise. Spares the workers a module that would be turned down anyway.
+    // A source this submission stored before is the caller's to recognise first (resubmitted()).
+    std::optional<TaskValidation> screen(const std::string& source) const;
     // The validator's checks alone (no store, no novelty): what submit() runs first.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis) {
         return validator_.validate(source, apis);
     }
 
 private:
+    // Sets `novel` and `decontaminated` (pass or fail, with reasons and scores) in `v`.
+    void judge_against_store(const std::string& norm_hash, const std::set<std::string>& sh, TaskValidation& v) const;
+
     TaskStore& store_;
     PipelineOptions opts_;
     TaskValidator validator_;

@@ -1,5 +1,6 @@
 #include "tasks/validation.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -61,17 +62,41 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         slot->worker = std::make_unique<Worker>(c);
         slot->work_dir = i == 0 ? work_dir_ : work_dir_ + "/scratch" + suffix;
         std::filesystem::create_directories(slot->work_dir);
-        free_.push_back(slot.get());
         slots_.push_back(std::move(slot));
+    }
+    for (auto& s : slots_) {
+        if (opts_.warm_up) warming_.emplace_back(&TaskValidator::warm, this, s.get());
+        else free_.push_back(s.get());
     }
 }
 
 TaskValidator::~TaskValidator() {
+    for (auto& t : warming_) t.join();
     slots_.clear();
     if (owns_work_dir_) {
         std::error_code ec;
         std::filesystem::remove_all(work_dir_, ec);
     }
+}
+
+void TaskValidator::warm(Slot* slot) {
+    // The device and compile switch of a validation, so that what is warmed is what validation uses. A
+    // failure is not reported here: the worker is replaced, and the first validation starts it again.
+    json req = {{"op", "warm_up"}, {"device", opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"}, {"compile", opts_.compile}};
+    try {
+        slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::min<std::chrono::seconds>(opts_.timeout, std::chrono::seconds(120))));
+    } catch (...) {
+    }
+    release(slot);
+}
+
+void TaskValidator::release(Slot* slot) {
+    {
+        std::lock_guard lock(mu_);
+        free_.push_back(slot);
+    }
+    cv_.notify_one();
 }
 
 TaskValidation TaskValidator::validate(const std::string& source, const std::vector<std::string>& apis) {
@@ -94,13 +119,7 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
     struct Return {  // the slot goes back whatever happens
         TaskValidator* v;
         Slot* s;
-        ~Return() {
-            {
-                std::lock_guard lock(v->mu_);
-                v->free_.push_back(s);
-            }
-            v->cv_.notify_one();
-        }
+        ~Return() { v->release(s); }
     } give_back{this, slot};
     req["work_dir"] = slot->work_dir;
     TaskValidation v;

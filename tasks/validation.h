@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,10 @@ struct ValidationOptions {
     std::chrono::seconds timeout{300};
     std::string work_dir;  // scratch space ("" = a fresh temporary directory)
     int workers = 1;       // validations at once, one reference worker (and scratch directory) each
+    // Start every worker when the validator is made, each in a thread of its own, and have it pay its
+    // one-time costs (CUDA context; with `compile`, Inductor's set-up and a first compilation) before
+    // its first module; validate() takes a worker once it is warm. Off: workers start on first use.
+    bool warm_up = false;
 };
 
 struct TaskValidation {
@@ -53,6 +58,10 @@ public:
     int workers() const { return static_cast<int>(slots_.size()); }
 
 private:
+    struct Slot;
+    void warm(Slot* slot);     // a warm_up request; the slot is free afterwards whatever came of it
+    void release(Slot* slot);  // back to the free list
+
     struct Slot {
         std::unique_ptr<Worker> worker;
         std::string work_dir;
@@ -65,6 +74,7 @@ private:
     std::vector<Slot*> free_;
     std::mutex mu_;
     std::condition_variable cv_;
+    std::vector<std::thread> warming_;  // joined before the workers go (a warm-up ends within its timeout)
 };
 
 // The names of every check, in report order.

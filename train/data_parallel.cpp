@@ -113,6 +113,22 @@ public:
 
     int64_t add(const std::string& name, int64_t delta) override { return store_->add("kz/counter/" + name, delta); }
 
+    void publish(const std::string& key, const std::string& value) override {
+        store_->set("kz/value/" + key, std::vector<uint8_t>(value.begin(), value.end()));
+    }
+    std::string await(const std::string& key, std::chrono::seconds timeout) override {
+        const std::string k = "kz/value/" + key;
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        // Not the store's blocking wait: it would hold the connection that this rank's other threads share.
+        while (!store_->check({k})) {
+            if (std::chrono::steady_clock::now() > deadline)
+                throw std::runtime_error("'" + key + "' was not published by any rank within " + std::to_string(timeout.count()) + " s");
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        const std::vector<uint8_t> v = store_->get(k);
+        return std::string(v.begin(), v.end());
+    }
+
 private:
     torch::Tensor padded(const std::string& s, int64_t n) const {
         auto t = torch::zeros({n}, torch::kUInt8);

@@ -55,6 +55,11 @@ public:
     // The next number (0, 1, 2, ...) of the sequence `name`: every number goes to exactly one caller,
     // whichever rank and thread asks first (work shared out as it is taken, not in fixed blocks).
     int64_t claim(const std::string& name) { return add("claim/" + name, 1) - 1; }
+    // Makes `value` readable by every rank under `key` (written once per run). Thread-safe; not collective.
+    virtual void publish(const std::string& key, const std::string& value) = 0;
+    // The value published under `key`, once some rank has (polls the store, so that other threads'
+    // store calls go on meanwhile). Throws std::runtime_error naming the key after `timeout`.
+    virtual std::string await(const std::string& key, std::chrono::seconds timeout) = 0;
     double sum(double local);  // all_reduce_sum of one number
 };
 

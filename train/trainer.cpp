@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -224,6 +226,10 @@ public:
         po.validation.device = cfg.verify_device;
         po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
         po.validation.workers = cfg.propose.validation_workers;
+        // The workers start (and compile once) while the models load: otherwise a worker's first module
+        // pays for its start and Inductor's set-up, seconds that land on whichever iteration first
+        // needs that many workers at once.
+        po.validation.warm_up = true;
         if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
         else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }
@@ -496,6 +502,44 @@ private:
         }
     }
 
+    // One validate_and_store call's candidates and results, shared with its worker threads, which may
+    // outlive the call (below).
+    struct ValidationRound {
+        std::string name;  // the same on every rank: names the shared counters and results
+        std::vector<Candidate> cands;
+        json known;  // per candidate: null (validate it), "stored" (this submission stored it), or its verdict
+        int64_t enough = 0;
+        std::atomic<bool> decided{false};       // the caller has what it needs: take no more candidates
+        std::atomic<int64_t> next{0}, valid{0};  // one process: the counters the ranks share otherwise
+        std::mutex mu;                           // one process: results by candidate, published below
+        std::condition_variable cv;
+        std::map<int64_t, std::string> results;
+    };
+
+    void publish(ValidationRound& r, int64_t k, const std::string& value) {
+        if (dp_) return dp_->publish(r.name + "/" + std::to_string(k), value);
+        {
+            std::lock_guard lock(r.mu);
+            r.results[k] = value;
+        }
+        r.cv.notify_all();
+    }
+
+    json await(ValidationRound& r, int64_t k) {
+        std::string value;
+        if (dp_) {
+            value = dp_->await(r.name + "/" + std::to_string(k), kCollectiveTimeout);
+        } else {
+            std::unique_lock lock(r.mu);
+            r.cv.wait(lock, [&] { return r.results.count(k) > 0; });
+            value = r.results[k];
+        }
+        json j = json::parse(value);
+        if (j.contains("error"))
+            throw std::runtime_error("validating candidate " + std::to_string(k) + " failed: " + j["error"].get<std::string>());
+        return j;
+    }
+
     // Validates candidates and stores them (the leader, in number order); every rank gets the stored
     // records. Candidate k (0 <= k < n) is make(k), the same on every rank; the candidates are shared
     // out across the ranks' validation workers as they free up (validation times are uneven: a
@@ -504,68 +548,92 @@ private:
     // have come out valid, and only the candidates up to the one that made `enough` (in number order)
     // are stored, so which modules are stored does not depend on which worker was fast; without it,
     // all n are, and a candidate this submission stored before (an iteration run again) is not
-    // validated again (the store returns its record).
+    // validated again (the store returns its record). A near-duplicate of a stored task or of a
+    // benchmark is not validated either: the store's checks turn it down before any worker time is
+    // spent on it, and it does not count towards `enough`.
+    // The call returns once every candidate up to the `enough`-th valid one is judged: a worker still
+    // validating a later one (taken while the outcome was open) is not waited for. Its result is not
+    // used; it finishes in the background, and the next call waits for it first (it holds a
+    // validation worker). Waiting for it cost a round up to a few seconds of compilation for nothing.
     std::vector<TaskRecord> validate_and_store(int64_t n, const std::function<Candidate(int64_t)>& make, int64_t enough,
                                                const std::string& origin, int64_t it) {
-        std::vector<Candidate> cands;
-        for (int64_t k = 0; k < n; ++k) cands.push_back(make(k));
-        std::vector<int> fresh(cands.size(), 1);
-        if (leader() && enough <= 0)
-            for (size_t i = 0; i < cands.size(); ++i) fresh[i] = !pipeline_->resubmitted(cands[i].source, submission(it));
-        fresh = from_leader(json(fresh)).get<std::vector<int>>();
-        // Every rank makes the same calls, so the shared counters' names are the same on all.
-        const std::string name = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
-        std::atomic<int64_t> local_next{0}, local_valid{0};
-        auto take = [&]() -> int64_t { return dp_ ? dp_->claim(name) : local_next++; };
-        auto valid_so_far = [&](int64_t add) -> int64_t {
-            return dp_ ? dp_->add(name + "/valid", add) : (local_valid += add);
-        };
-        json mine = json::array();  // [k, validation] pairs this rank produced
-        std::mutex mu;
-        std::exception_ptr failed;
-        auto work = [&] {
-            for (int64_t k; !(enough > 0 && valid_so_far(0) >= enough) && (k = take()) < n;) {
+        join_validation_threads();
+        auto r = std::make_shared<ValidationRound>();
+        // Every rank makes the same calls, so the names are the same on all.
+        r->name = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
+        r->enough = enough;
+        for (int64_t k = 0; k < n; ++k) r->cands.push_back(make(k));
+        r->known = json::array();
+        if (leader())
+            for (const auto& c : r->cands) {
+                if (pipeline_->resubmitted(c.source, submission(it)))
+                    r->known.push_back(enough <= 0 ? json("stored") : json(nullptr));
+                else if (auto v = pipeline_->screen(c.source))
+                    r->known.push_back(v->to_json());
+                else
+                    r->known.push_back(nullptr);
+            }
+        r->known = from_leader(r->known);
+        auto work = [this, r, n] {
+            auto take = [&]() -> int64_t { return dp_ ? dp_->claim(r->name) : r->next++; };
+            auto valid_so_far = [&](int64_t add) -> int64_t {
+                return dp_ ? dp_->add(r->name + "/valid", add) : (r->valid += add);
+            };
+            for (int64_t k; !r->decided && !(r->enough > 0 && valid_so_far(0) >= r->enough) && (k = take()) < n;) {
                 const auto i = static_cast<size_t>(k);
-                if (!fresh[i]) continue;
+                if (!r->known[i].is_null()) continue;
+                std::string value;
                 try {
-                    const TaskValidation v = leader() ? pipeline_->validate(cands[i].source, cands[i].apis)
-                                                      : validator_->validate(cands[i].source, cands[i].apis);
+                    const TaskValidation v = leader() ? pipeline_->validate(r->cands[i].source, r->cands[i].apis)
+                                                      : validator_->validate(r->cands[i].source, r->cands[i].apis);
                     if (v.valid) valid_so_far(1);
-                    std::lock_guard lock(mu);
-                    mine.push_back(json::array({k, v.to_json()}));
+                    value = v.to_json().dump();
+                } catch (const std::exception& e) {
+                    value = json{{"error", e.what()}}.dump();
                 } catch (...) {
-                    std::lock_guard lock(mu);
-                    if (!failed) failed = std::current_exception();
+                    value = json{{"error", "unknown exception"}}.dump();
+                }
+                try {
+                    publish(*r, k, value);
+                } catch (...) {  // the store is gone (a rank died): the caller's await reports it
+                    return;
                 }
             }
         };
-        std::vector<std::thread> threads;
-        for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t) threads.emplace_back(work);
-        for (auto& t : threads) t.join();
-        if (failed) std::rethrow_exception(failed);
-        std::vector<json> validations(cands.size());  // null: not validated (not fresh, or not taken)
-        for (const auto& part : gather(mine))
-            for (const auto& p : part) validations.at(p.at(0).get<size_t>()) = p.at(1);
-        // What is stored: every candidate, or the numbers up to the `enough`-th valid one (every
-        // candidate is fresh then, and all below it were validated: numbers are taken in order and
-        // every worker finished the ones it took).
-        size_t end = cands.size();
-        if (enough > 0) {
-            end = 0;
-            for (int64_t valid = 0; end < cands.size() && !validations[end].is_null() && valid < enough; ++end)
+        for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t) validation_threads_.emplace_back(work);
+        // What is stored: every candidate, or the numbers up to the `enough`-th valid one (none was stored
+        // before then, and every number below it was taken: numbers are taken in order, and no worker
+        // stops taking while fewer than `enough` have come out valid).
+        std::vector<json> validations(static_cast<size_t>(n));  // null: stored before, validated no more
+        size_t end = 0;
+        try {
+            for (int64_t valid = 0; end < validations.size() && (enough <= 0 || valid < enough); ++end) {
+                const json& known = r->known[end];
+                if (known.is_string()) continue;
+                validations[end] = known.is_object() ? known : await(*r, static_cast<int64_t>(end));
                 valid += validations[end].at("valid").get<bool>();
+            }
+        } catch (...) {
+            r->decided = true;
+            throw;
         }
+        r->decided = true;
         json stored_records = json::array();
         if (leader())
             for (size_t i = 0; i < end; ++i) {
                 std::optional<TaskValidation> v;
                 if (!validations[i].is_null()) v = TaskValidation::from_json(validations[i]);
-                stored_records.push_back(to_json(pipeline_->submit(cands[i].source, cands[i].apis, cands[i].level, origin,
-                                                                   submission(it), v ? &*v : nullptr)));
+                stored_records.push_back(to_json(pipeline_->submit(r->cands[i].source, r->cands[i].apis, r->cands[i].level,
+                                                                   origin, submission(it), v ? &*v : nullptr)));
             }
         std::vector<TaskRecord> out;
         for (const auto& t : from_leader(stored_records)) out.push_back(task_of(t));
         return out;
+    }
+
+    void join_validation_threads() {
+        for (auto& t : validation_threads_) t.join();
+        validation_threads_.clear();
     }
 
     static int64_t count_tokens(const std::vector<Rollout>& rs) {
@@ -967,6 +1035,18 @@ private:
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
     int64_t validation_rounds_ = 0;  // validate_and_store calls so far: names their shared counters
     double verify_s_ = 0;
+    // The last validate_and_store call's workers: some may still be finishing a validation it did not
+    // need. Declared last, so joined first: they use the pipeline, the validator and dp_.
+    struct JoinedThreads : std::vector<std::thread> {
+        JoinedThreads() = default;
+        JoinedThreads(const JoinedThreads&) = delete;
+        JoinedThreads& operator=(const JoinedThreads&) = delete;
+        ~JoinedThreads() {
+            for (auto& t : *this)
+                if (t.joinable()) t.join();
+        }
+    };
+    JoinedThreads validation_threads_;
 };
 
 }  // namespace

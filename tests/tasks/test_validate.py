@@ -8,7 +8,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-from kernelzero.worker.validate import validate_task  # noqa: E402
+from kernelzero.worker.validate import validate_task, warm_up  # noqa: E402
 
 CATALOG = {a["name"]: a for a in json.loads((Path(__file__).resolve().parents[2] / "tasks" / "api_catalog.json").read_text())["apis"]}
 
@@ -124,6 +124,16 @@ class Validation(unittest.TestCase):
     def test_runtime_and_memory_bands(self):
         self.assert_only_fails(check(variant("        return torch.relu(x)"), max_runtime_ms=1e-9), "runtime_band")
         self.assert_only_fails(check(variant("        return torch.relu(x)"), max_memory_mb=1e-6), "memory_band")
+
+    def test_compile_time_is_reported_and_warm_up_compiles(self):
+        r = check(GOOD, apis=("conv2d", "relu"), compile=True)
+        self.assertEqual(r["checks"]["compile"], "pass", r["reasons"])
+        self.assertGreater(r["info"]["compile_s"], 0.0)
+        self.assertGreaterEqual(r["info"]["validate_s"], r["info"]["compile_s"])
+        w = warm_up({"device": "cpu", "compile": True})
+        self.assertTrue(w["ok"])
+        self.assertGreater(w["compile_s"], 0.0)
+        self.assertIsNone(warm_up({"device": "cpu"})["compile_s"])
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 // TaskValidator with several workers: validations from several threads at once give the verdicts that
-// one worker gives them one by one (each worker has its own reference process and scratch directory).
+// one worker gives them one by one (each worker has its own reference process and scratch directory);
+// with warm_up, every worker is started ahead of its first module.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <thread>
 
+#include "common/files.h"
 #include "tasks/symbolic.h"
 #include "tasks/validation.h"
 
@@ -49,3 +52,30 @@ TEST(TaskValidatorPool, ConcurrentValidationsMatchSerialOnes) {
 }
 
 }  // namespace
+
+// warm_up: every worker starts when the validator is made, not on its first module. One validation
+// runs; both workers' processes were started (each logs from its start), and the verdict is the
+// one a cold validator gives.
+TEST(TaskValidatorPool, WarmUpStartsEveryWorkerAhead) {
+    auto catalog = kz::ApiCatalog::load(kz::ApiCatalog::default_path());
+    std::mt19937_64 rng(11);
+    kz::ApiSet set = kz::sample_api_set(catalog, 1, rng);
+    kz::GeneratedTask task = kz::generate_task(catalog, set, kz::SizeProfile::small, rng);
+    const std::string dir = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-warm-test-");
+    kz::ValidationOptions cold;
+    const auto want = kz::TaskValidator(catalog, cold).validate(task.source, task.apis);
+    {
+        kz::ValidationOptions warm;
+        warm.workers = 2;
+        warm.warm_up = true;
+        warm.work_dir = dir;
+        kz::TaskValidator pool(catalog, warm);
+        const auto got = pool.validate(task.source, task.apis);
+        EXPECT_EQ(got.valid, want.valid) << got.reason;
+        EXPECT_EQ(got.checks, want.checks);
+        // The other worker may still be warming; it has been started either way.
+        EXPECT_TRUE(std::filesystem::exists(dir + "/reference.log"));
+        EXPECT_TRUE(std::filesystem::exists(dir + "/reference-1.log"));
+    }
+    std::filesystem::remove_all(dir);
+}

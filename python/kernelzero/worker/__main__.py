@@ -40,9 +40,9 @@ def main():
         if args.role == "reference":
             from .reference import Reference
             ref = Reference(args.work_root)
-            from .validate import validate_task
+            from .validate import validate_task, warm_up
             handlers = {"prepare": ref.prepare, "compare": ref.compare, "drop": ref.drop, "baseline": ref.baseline,
-                        "validate": validate_task,
+                        "validate": validate_task, "warm_up": warm_up,
                         "device_info": lambda req: {"ok": True, "device_name": harness.device_name(req["device"]),
                                                     "torch": torch.__version__.split("+")[0],
                                                     "timing_method": harness.TIMING_METHOD,

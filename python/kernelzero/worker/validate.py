@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -113,13 +114,35 @@ def _same(a, b, exact=False):
     return True
 
 
+def warm_up(req):
+    """Pays a reference worker's one-time costs before its first validation, so that they do not land
+    on a module: the CUDA context, and with "compile", Inductor's import and set-up and a first
+    compilation (several seconds on a GPU, where Triton compiles too)."""
+    device = torch.device(req.get("device", "cpu"))
+    t0 = time.perf_counter()
+    x = torch.randn(64, 64, device=device)
+    harness.sync(device)
+    res = {"ok": True, "context_s": time.perf_counter() - t0, "compile_s": None}
+    if req.get("compile"):
+        t0 = time.perf_counter()
+        fn = torch.compile(lambda t: torch.relu(t * 2.0 + 1.0).sum(-1))  # a pointwise and a reduction kernel
+        with torch.no_grad():
+            fn(x)
+        harness.sync(device)
+        res["compile_s"] = time.perf_counter() - t0
+    return res
+
+
 def validate_task(req):
     """One validation; the module is imported under a fresh name and forgotten afterwards (a
     long-lived reference worker validates thousands), its scratch directory removed."""
     work = tempfile.mkdtemp(prefix="validate-", dir=req.get("work_dir") or None)
     name = f"kz_validate_{os.getpid()}_{next(_counter)}"
+    t0 = time.perf_counter()
     try:
-        return _validate(req, work, name)
+        result = _validate(req, work, name)
+        result["info"]["validate_s"] = time.perf_counter() - t0  # where validation time goes (compile_s: its torch.compile)
+        return result
     finally:
         sys.modules.pop(name, None)
         shutil.rmtree(work, ignore_errors=True)
@@ -271,9 +294,12 @@ def _validate(req, work, module_name):
     # (seconds per module), and a module that failed another is invalid whatever it gives.
     if req.get("compile") and "fail" not in checks.values():
         try:
+            t0 = time.perf_counter()
             compiled = torch.compile(model)
             with torch.no_grad():
                 cout = compiled(*xs)
+            harness.sync(device)
+            info["compile_s"] = time.perf_counter() - t0
             if harness.compare(out, cout)["ok"]:
                 checks["compile"] = "pass"
             else:
