@@ -237,25 +237,48 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
     return y;
 }
 
-// Registers capped for 3 blocks an SM (their shared memory allows 3 too); uncapped, 171 registers
-// allow 2. 4 (128 registers) spills and was slower.
+// 16 bytes global -> shared without registers; `bytes` 0 fills the 16 bytes with zeros instead.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                 "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Each warp streams its own 16-key tiles of K and V through a ring of kAttnStages shared-memory stages
+// filled by cp.async, so that two tiles are in flight while it computes on a third (the kernel is
+// bound by the latency of these loads: a row's keys are few, ~6 tiles a warp at 7B batch 64). The
+// ring takes ~102 KB a block at D = 128 (2 blocks an SM); registers are not the limit since the
+// loads no longer pass through them.
+constexpr int kAttnStages = 3;
+
+template <typename T, int D>
+constexpr int attention_smem_bytes(int group) {
+    constexpr int kRow = D + 8;
+    const int stage = kAttnWarps * kAttnStages * 2 * 16 * kRow * static_cast<int>(sizeof(T));
+    const int combine = kAttnWarps * (group * D + 2 * group) * static_cast<int>(sizeof(float));
+    return stage > combine ? stage : combine;
+}
+
 template <typename T, int D, int GROUP>
-__global__ void __launch_bounds__(kAttnWarps * 32, 3)
+__global__ void __launch_bounds__(kAttnWarps * 32, 2)
 decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* partial, T* out, int H, int G, int S,
                         int chunk, float scale) {
     constexpr int kTile = 16, kRow = D + 8;             // staged row: D elements + 16 bytes of padding
-    constexpr int kRowVecs = D / kVec, kLoads = kTile * kRowVecs / 32;  // Vec8 loads per lane per tile
+    constexpr int kRowVecs = D / kVec, kLoads = kTile * kRowVecs / 32;  // 16-byte copies per lane per tile
+    constexpr int kTileElems = kTile * kRow;
     const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int grp = lane >> 2, quad = lane & 3;  // mma fragment coordinates
     const int start = split * chunk;
 
-    // Staging (per warp: K and V tiles), reused after the loop for the warps' partial results.
-    constexpr int kStageBytes = kAttnWarps * 2 * kTile * kRow * static_cast<int>(sizeof(T));
-    constexpr int kCombineBytes = kAttnWarps * (GROUP * D + 2 * GROUP) * static_cast<int>(sizeof(float));
-    __shared__ __align__(16) unsigned char smem[kStageBytes > kCombineBytes ? kStageBytes : kCombineBytes];
-    T* ks = reinterpret_cast<T*>(smem) + warp * 2 * kTile * kRow;
-    T* vs = ks + kTile * kRow;
+    // Staging (per warp and stage: a K tile, then a V tile), reused after the loop for the warps'
+    // partial results.
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* ring = reinterpret_cast<T*>(smem) + warp * kAttnStages * 2 * kTileElems;
 
     // Q^T as B fragments (k = dims, n = heads): head `grp` (zero past the group), dims 2*quad + {0, 1}
     // and + 8, per 16 dimensions.
@@ -279,34 +302,43 @@ decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* 
     const int64_t key_stride = static_cast<int64_t>(2 * G) * D;
     const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
     const T* values = keys + static_cast<int64_t>(G) * D;
-    Vec8<T> kr[kLoads], vr[kLoads];
-    auto load = [&](int tile, int end) {
+    // Copies one tile into `stage`; keys at or past `end` become zeros (a padding key's value must not
+    // be NaN: its weight 0 times NaN is NaN). One commit group per call, empty or not, so that the
+    // wait below counts tiles.
+    auto issue = [&](int tile, int stage, int end) {
+        T* ks = ring + stage * 2 * kTileElems;
 #pragma unroll
         for (int i = 0; i < kLoads; ++i) {
-            const int v = lane + 32 * i, key = tile + v / kRowVecs, c = v % kRowVecs;
-            if (key < end) {
-                kr[i] = reinterpret_cast<const Vec8<T>*>(keys + key * key_stride)[c];
-                vr[i] = reinterpret_cast<const Vec8<T>*>(values + key * key_stride)[c];
-            } else {  // zeros: a padding key's value must not be NaN (its weight 0 times NaN is NaN)
-#pragma unroll
-                for (int e = 0; e < kVec; ++e) kr[i].v[e] = vr[i].v[e] = from_f<T>(0.f);
-            }
+            const int v = lane + 32 * i, r = v / kRowVecs, c = v % kRowVecs, key = tile + r;
+            const bool in = key < end;
+            const int64_t off = (in ? key : 0) * key_stride + c * kVec;
+            cp_async16(ks + r * kRow + c * kVec, keys + off, in ? 16 : 0);
+            cp_async16(ks + kTileElems + r * kRow + c * kVec, values + off, in ? 16 : 0);
         }
+        cp_async_commit();
     };
     constexpr int kStride = kAttnWarps * kTile;
-    int tile = start + warp * kTile;
+    const int first = start + warp * kTile;
     const int end = min(start + chunk, static_cast<int>(lens[b]) + 1);
-    if (tile < end) load(tile, end);
-    for (; tile < end; tile += kStride) {
-        __syncwarp();  // the previous tile's ldmatrix reads are done
 #pragma unroll
-        for (int i = 0; i < kLoads; ++i) {
-            const int v = lane + 32 * i, r = v / kRowVecs, c = v % kRowVecs;
-            reinterpret_cast<Vec8<T>*>(ks + r * kRow)[c] = kr[i];
-            reinterpret_cast<Vec8<T>*>(vs + r * kRow)[c] = vr[i];
-        }
+    for (int st = 0; st < kAttnStages - 1; ++st) {
+        if (first + st * kStride < end) issue(first + st * kStride, st, end);
+        else cp_async_commit();
+    }
+    int stage = 0;
+    for (int tile = first; tile < end; tile += kStride) {
+        // The tile kAttnStages - 1 ahead goes where the previous iteration's was: every lane is done
+        // reading it.
         __syncwarp();
-        if (tile + kStride < end) load(tile + kStride, end);
+        const int ahead = tile + (kAttnStages - 1) * kStride;
+        const int ahead_stage = stage == 0 ? kAttnStages - 1 : stage - 1;
+        if (ahead < end) issue(ahead, ahead_stage, end);
+        else cp_async_commit();
+        cp_async_wait<kAttnStages - 1>();  // this lane's copies of `tile` are done ...
+        __syncwarp();                       // ... and every lane's are visible
+        const T* ks = ring + stage * 2 * kTileElems;
+        const T* vs = ks + kTileElems;
+        stage = stage == kAttnStages - 1 ? 0 : stage + 1;
 
         // S^T = K Q^T: rows keys grp and grp + 8, columns heads 2*quad + {0, 1}.
         float st[4] = {0.f, 0.f, 0.f, 0.f};
@@ -350,6 +382,7 @@ decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* 
 #pragma unroll
         for (int o_ = 4; o_ < 32; o_ <<= 1) l[j] += __shfl_xor_sync(0xffffffffu, l[j], o_);
 
+    cp_async_wait<0>();
     __syncthreads();  // staging is done: the area holds the warps' results now
     float* sm_acc = reinterpret_cast<float*>(smem);          // [warp][head][D]
     float* sm_m = sm_acc + kAttnWarps * GROUP * D;            // [warp][head]
@@ -465,7 +498,14 @@ void silu_mul_backward_t(const void* grad, const void* gu, void* dgu, int64_t N,
 
 template <typename T, int D, int GROUP>
 void launch_attention(dim3 grid, cudaStream_t s, const T* q, const T* cache, const int64_t* lens, float* partial, T* out, int64_t H, int64_t G, int64_t S, int64_t chunk, float scale) {
-    decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, 0, s>>>(
+    constexpr int bytes = attention_smem_bytes<T, D>(GROUP);
+    // More than the 48 KB a block gets unasked: allowed once per kernel (per process; not a stream
+    // operation, so a first call inside a graph capture is fine).
+    static const cudaError_t allowed =
+        cudaFuncSetAttribute(decode_attention_kernel<T, D, GROUP>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (allowed != cudaSuccess)
+        throw std::runtime_error(std::string("decode_attention: cudaFuncSetAttribute: ") + cudaGetErrorString(allowed));
+    decode_attention_kernel<T, D, GROUP><<<grid, kAttnWarps * 32, bytes, s>>>(
         q, cache, lens, partial, out, static_cast<int>(H), static_cast<int>(G), static_cast<int>(S), static_cast<int>(chunk), scale);
 }
 
