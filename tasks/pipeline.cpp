@@ -108,6 +108,20 @@ std::optional<TaskValidation> TaskPipeline::screen(const std::string& source) co
     return v;
 }
 
+std::vector<std::vector<size_t>> TaskPipeline::earlier_near_duplicates(const std::vector<std::string>& sources) const {
+    std::vector<std::string> norm;
+    std::vector<std::set<std::string>> sh;
+    for (const auto& s : sources) {
+        norm.push_back(normalised_hash(s));
+        sh.push_back(shingles(s));
+    }
+    std::vector<std::vector<size_t>> out(sources.size());
+    for (size_t k = 0; k < sources.size(); ++k)
+        for (size_t j = 0; j < k; ++j)
+            if (norm[j] == norm[k] || jaccard(sh[j], sh[k]) >= opts_.novelty_threshold) out[k].push_back(j);
+    return out;
+}
+
 std::optional<TaskRecord> TaskPipeline::resubmitted(const std::string& source, const std::string& submission) const {
     if (submission.empty()) return std::nullopt;
     auto existing = store_.task_by_hash(sha256_hex(source));

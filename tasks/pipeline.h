@@ -47,6 +47,10 @@ public:
     // the validator), nullopt otherwise. Spares the workers a module that would be turned down anyway.
     // A source this submission stored before is the caller's to recognise first (resubmitted()).
     std::optional<TaskValidation> screen(const std::string& source) const;
+    // For each source, the earlier ones (lower index) it is a near-duplicate of by `novel`'s rule: once
+    // one of those is stored valid, submit() turns it down. Lets a caller that validates a batch at
+    // once count what will be stored before storing it.
+    std::vector<std::vector<size_t>> earlier_near_duplicates(const std::vector<std::string>& sources) const;
     // The validator's checks alone (no store, no novelty): what submit() runs first.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis) {
         return validator_.validate(source, apis);

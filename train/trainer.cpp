@@ -508,6 +508,7 @@ private:
         std::string name;  // the same on every rank: names the shared counters and results
         std::vector<Candidate> cands;
         json known;  // per candidate: null (validate it), "stored" (this submission stored it), or its verdict
+        std::vector<std::vector<size_t>> dups;  // per candidate: the earlier ones it is a near-duplicate of
         int64_t enough = 0;
         std::atomic<bool> decided{false};       // the caller has what it needs: take no more candidates
         std::atomic<int64_t> next{0}, valid{0};  // one process: the counters the ranks share otherwise
@@ -550,7 +551,8 @@ private:
     // all n are, and a candidate this submission stored before (an iteration run again) is not
     // validated again (the store returns its record). A near-duplicate of a stored task or of a
     // benchmark is not validated either: the store's checks turn it down before any worker time is
-    // spent on it, and it does not count towards `enough`.
+    // spent on it, and it does not count towards `enough`; nor does a near-duplicate of an earlier
+    // candidate that is kept (counted, either would end the round a module short: a second round).
     // The call returns once every candidate up to the `enough`-th valid one is judged: a worker still
     // validating a later one (taken while the outcome was open) is not waited for. Its result is not
     // used; it finishes in the background, and the next call waits for it first (it holds a
@@ -563,17 +565,23 @@ private:
         r->name = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
         r->enough = enough;
         for (int64_t k = 0; k < n; ++k) r->cands.push_back(make(k));
-        r->known = json::array();
-        if (leader())
+        json prior = {{"known", json::array()}, {"dups", json::array()}};
+        if (leader()) {
+            std::vector<std::string> sources;
             for (const auto& c : r->cands) {
+                sources.push_back(c.source);
                 if (pipeline_->resubmitted(c.source, submission(it)))
-                    r->known.push_back(enough <= 0 ? json("stored") : json(nullptr));
+                    prior["known"].push_back(enough <= 0 ? json("stored") : json(nullptr));
                 else if (auto v = pipeline_->screen(c.source))
-                    r->known.push_back(v->to_json());
+                    prior["known"].push_back(v->to_json());
                 else
-                    r->known.push_back(nullptr);
+                    prior["known"].push_back(nullptr);
             }
-        r->known = from_leader(r->known);
+            prior["dups"] = pipeline_->earlier_near_duplicates(sources);
+        }
+        prior = from_leader(prior);
+        r->known = prior["known"];
+        r->dups = prior["dups"].get<std::vector<std::vector<size_t>>>();
         auto work = [this, r, n] {
             auto take = [&]() -> int64_t { return dp_ ? dp_->claim(r->name) : r->next++; };
             auto valid_so_far = [&](int64_t add) -> int64_t {
@@ -586,7 +594,9 @@ private:
                 try {
                     const TaskValidation v = leader() ? pipeline_->validate(r->cands[i].source, r->cands[i].apis)
                                                       : validator_->validate(r->cands[i].source, r->cands[i].apis);
-                    if (v.valid) valid_so_far(1);
+                    // A near-duplicate of an earlier candidate is stored valid only if none of those is:
+                    // it is not counted (the round may take a candidate more than it needs).
+                    if (v.valid && r->dups[i].empty()) valid_so_far(1);
                     value = v.to_json().dump();
                 } catch (const std::exception& e) {
                     value = json{{"error", e.what()}}.dump();
@@ -605,13 +615,16 @@ private:
         // before then, and every number below it was taken: numbers are taken in order, and no worker
         // stops taking while fewer than `enough` have come out valid).
         std::vector<json> validations(static_cast<size_t>(n));  // null: stored before, validated no more
+        std::vector<bool> kept(static_cast<size_t>(n), false);  // what submit() will store valid
         size_t end = 0;
         try {
             for (int64_t valid = 0; end < validations.size() && (enough <= 0 || valid < enough); ++end) {
                 const json& known = r->known[end];
                 if (known.is_string()) continue;
                 validations[end] = known.is_object() ? known : await(*r, static_cast<int64_t>(end));
-                valid += validations[end].at("valid").get<bool>();
+                kept[end] = validations[end].at("valid").get<bool>() &&
+                            std::none_of(r->dups[end].begin(), r->dups[end].end(), [&](size_t j) { return kept[j]; });
+                valid += kept[end];
             }
         } catch (...) {
             r->decided = true;

@@ -62,6 +62,14 @@ TEST(TaskPipeline, ScreenTurnsDownNearDuplicatesWithoutAWorker) {
         EXPECT_EQ(dup.reason.rfind("novel: ", 0), 0u) << dup.reason;
         EXPECT_EQ(dup.validation["checks"]["novel"], "fail");
 
+        // Within one batch: the later of two near-duplicates names the earlier one.
+        auto dups = pipeline.earlier_near_duplicates({kOther, kModule, again, kOther});
+        ASSERT_EQ(dups.size(), 4u);
+        EXPECT_TRUE(dups[0].empty());
+        EXPECT_TRUE(dups[1].empty());
+        EXPECT_EQ(dups[2], std::vector<size_t>{1});
+        EXPECT_EQ(dups[3], std::vector<size_t>{0});
+
         // A source this submission stored before is the caller's to recognise (resubmitted), not a duplicate.
         ASSERT_TRUE(pipeline.resubmitted(kModule, "run/iter-1"));
         EXPECT_EQ(pipeline.submit(kModule, {"relu"}, 1, "symbolic", "run/iter-1", &*s).id, first.id);
