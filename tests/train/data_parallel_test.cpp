@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,25 @@ int run_rank(const std::string& backend, const std::string& out) {
             std::fprintf(stderr, "rank %d: claim() gave number %d to %d callers\n", env->rank, i, count[static_cast<size_t>(i)]);
             return 1;
         }
+    // publish / await: each rank's value is readable by the other (however long it came after), and a
+    // key no rank publishes is an error naming it, not a hang.
+    pg->publish("value/" + std::to_string(env->rank), std::string(1000 + env->rank, static_cast<char>('x' + env->rank)));
+    const int other = 1 - env->rank;
+    if (pg->await("value/" + std::to_string(other), std::chrono::seconds(60)) !=
+        std::string(1000 + other, static_cast<char>('x' + other))) {
+        std::fprintf(stderr, "rank %d: await() returned the wrong value\n", env->rank);
+        return 1;
+    }
+    try {
+        pg->await("value/never", std::chrono::seconds(1));
+        std::fprintf(stderr, "rank %d: await() of a key nobody published returned\n", env->rank);
+        return 1;
+    } catch (const std::runtime_error& e) {
+        if (std::string(e.what()).find("value/never") == std::string::npos) {
+            std::fprintf(stderr, "rank %d: await()'s error does not name the key: %s\n", env->rank, e.what());
+            return 1;
+        }
+    }
     pg->barrier("end", std::chrono::seconds(60));
     if (all.size() != 2 || all[0] != std::string(3, 'a') || all[1] != std::string(5003, 'b') || bcast != "from rank 0") {
         std::fprintf(stderr, "rank %d: all_gather_bytes / broadcast_bytes returned the wrong bytes\n", env->rank);
