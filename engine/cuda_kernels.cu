@@ -303,8 +303,8 @@ decode_attention_kernel(const T* q, const T* cache, const int64_t* lens, float* 
     const T* keys = cache + static_cast<int64_t>(b) * S * key_stride + static_cast<int64_t>(g) * D;
     const T* values = keys + static_cast<int64_t>(G) * D;
     // Copies one tile into `stage`; keys at or past `end` become zeros (a padding key's value must not
-    // be NaN: its weight 0 times NaN is NaN). One commit group per call, empty or not, so that the
-    // wait below counts tiles.
+    // be NaN: its weight 0 times NaN is NaN). One commit group per tile position: past `end` the
+    // callers commit an empty one, so that the wait below counts tiles.
     auto issue = [&](int tile, int stage, int end) {
         T* ks = ring + stage * 2 * kTileElems;
 #pragma unroll

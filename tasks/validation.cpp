@@ -45,7 +45,7 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         WorkerConfig c;
         c.command = {default_python(), "-m", "kernelzero.worker"};
         c.role = "reference";
-        c.device = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+        c.device = worker_device();
         if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
         c.env["PYTHONPATH"] = default_python_dir();
         c.env["PYTHONUNBUFFERED"] = "1";
@@ -79,10 +79,12 @@ TaskValidator::~TaskValidator() {
     }
 }
 
+const char* TaskValidator::worker_device() const { return opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"; }
+
 void TaskValidator::warm(Slot* slot) {
     // The device and compile switch of a validation, so that what is warmed is what validation uses. A
     // failure is not reported here: the worker is replaced, and the first validation starts it again.
-    json req = {{"op", "warm_up"}, {"device", opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"}, {"compile", opts_.compile}};
+    json req = {{"op", "warm_up"}, {"device", worker_device()}, {"compile", opts_.compile}};
     try {
         slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::min<std::chrono::seconds>(opts_.timeout, std::chrono::seconds(120))));
@@ -106,7 +108,7 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
         if (!a) throw std::runtime_error("API \"" + name + "\" is not in the catalog");
         specs.push_back({{"name", a->name}, {"torch", a->torch_api}});
     }
-    json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
+    json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", worker_device()},
                 {"min_runtime_ms", opts_.min_runtime_ms}, {"max_runtime_ms", opts_.max_runtime_ms},
                 {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile}};
     Slot* slot;

@@ -61,6 +61,7 @@ private:
     struct Slot;
     void warm(Slot* slot);     // a warm_up request; the slot is free afterwards whatever came of it
     void release(Slot* slot);  // back to the free list
+    const char* worker_device() const;  // "cuda" or "cpu": the workers' device, as their requests name it
 
     struct Slot {
         std::unique_ptr<Worker> worker;

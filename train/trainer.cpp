@@ -509,7 +509,6 @@ private:
         std::vector<Candidate> cands;
         json known;  // per candidate: null (validate it), "stored" (this submission stored it), or its verdict
         std::vector<std::vector<size_t>> dups;  // per candidate: the earlier ones it is a near-duplicate of
-        int64_t enough = 0;
         std::atomic<bool> decided{false};       // the caller has what it needs: take no more candidates
         std::atomic<int64_t> next{0}, valid{0};  // one process: the counters the ranks share otherwise
         std::mutex mu;                           // one process: results by candidate, published below
@@ -559,11 +558,10 @@ private:
     // validation worker). Waiting for it cost a round up to a few seconds of compilation for nothing.
     std::vector<TaskRecord> validate_and_store(int64_t n, const std::function<Candidate(int64_t)>& make, int64_t enough,
                                                const std::string& origin, int64_t it) {
-        join_validation_threads();
+        validation_threads_.join_all();
         auto r = std::make_shared<ValidationRound>();
         // Every rank makes the same calls, so the names are the same on all.
         r->name = "validate/" + std::to_string(it) + "/" + std::to_string(validation_rounds_++);
-        r->enough = enough;
         for (int64_t k = 0; k < n; ++k) r->cands.push_back(make(k));
         json prior = {{"known", json::array()}, {"dups", json::array()}};
         if (leader()) {
@@ -582,12 +580,12 @@ private:
         prior = from_leader(prior);
         r->known = prior["known"];
         r->dups = prior["dups"].get<std::vector<std::vector<size_t>>>();
-        auto work = [this, r, n] {
+        auto work = [this, r, n, enough] {
             auto take = [&]() -> int64_t { return dp_ ? dp_->claim(r->name) : r->next++; };
             auto valid_so_far = [&](int64_t add) -> int64_t {
                 return dp_ ? dp_->add(r->name + "/valid", add) : (r->valid += add);
             };
-            for (int64_t k; !r->decided && !(r->enough > 0 && valid_so_far(0) >= r->enough) && (k = take()) < n;) {
+            for (int64_t k; !r->decided && !(enough > 0 && valid_so_far(0) >= enough) && (k = take()) < n;) {
                 const auto i = static_cast<size_t>(k);
                 if (!r->known[i].is_null()) continue;
                 std::string value;
@@ -642,11 +640,6 @@ private:
         std::vector<TaskRecord> out;
         for (const auto& t : from_leader(stored_records)) out.push_back(task_of(t));
         return out;
-    }
-
-    void join_validation_threads() {
-        for (auto& t : validation_threads_) t.join();
-        validation_threads_.clear();
     }
 
     static int64_t count_tokens(const std::vector<Rollout>& rs) {
@@ -1054,9 +1047,10 @@ private:
         JoinedThreads() = default;
         JoinedThreads(const JoinedThreads&) = delete;
         JoinedThreads& operator=(const JoinedThreads&) = delete;
-        ~JoinedThreads() {
-            for (auto& t : *this)
-                if (t.joinable()) t.join();
+        ~JoinedThreads() { join_all(); }
+        void join_all() {
+            for (auto& t : *this) t.join();
+            clear();
         }
     };
     JoinedThreads validation_threads_;
