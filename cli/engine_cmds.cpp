@@ -273,17 +273,21 @@ json kernel_summary(const std::vector<KernelTime>& kernels, int64_t steps, size_
     return {{"gpu_us_per_step", total / steps}, {"kernels_per_step", static_cast<double>(calls) / steps}, {"top", top}};
 }
 
-// GPU time per kernel of one eager decode step (with sampling), averaged over 8 steps.
+// GPU time per kernel of one eager decode step (with sampling), averaged over 8 steps; under
+// "prefill", that of the prefill.
 json profile_decode(const Model& model, const std::vector<std::vector<int64_t>>& prompts, const SamplingParams& sp) {
     constexpr int64_t kSteps = 8;
     BatchDecoder dec(model, prompts, kSteps, /*cuda_graph=*/false);
     torch::NoGradGuard no_grad;
-    auto logits = dec.prefill();
+    torch::Tensor logits;
+    auto prefill = profile_kernels([&] { logits = dec.prefill(); });
     at::Generator gen = make_generator(model.device(), 0);
     auto kernels = profile_kernels([&] {
         for (int64_t s = 0; s < kSteps; ++s) logits = dec.step(sample(logits, sp, gen).tokens);
     });
-    return kernel_summary(kernels, kSteps, 25);
+    auto j = kernel_summary(kernels, kSteps, 25);
+    j["prefill"] = kernel_summary(prefill, 1, 25);
+    return j;
 }
 
 }  // namespace

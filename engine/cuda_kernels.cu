@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <curand_kernel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,14 @@ __device__ __forceinline__ float rnd(float x) { return to_f(from_f<T>(x)); }
 void check_launch(const char* what) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// The current device's SM count.
+int64_t sm_count() {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        throw std::runtime_error("cannot read the GPU's SM count");
+    return sms;
 }
 
 // 8 elements (16 bytes) per load; a thread keeps up to kNormVecs of them in registers, so h is read
@@ -103,23 +112,30 @@ __global__ void add_rms_norm_kernel(T* h, const T* x, const T* w, T* out, int C,
     }
 }
 
-// One block per (token, head), one thread per rotated pair (i, i + D/2).
+// Thread t of a block takes rotated pair i = t % (D/2), (i, i + D/2), of head t / (D/2) of the
+// block's first group and of every gridDim.y-th group after it, so that the pair's cos and sin are
+// computed once for all its heads. A prefill's many tokens take one block each (gridDim.y = 1: a block
+// per (token, head), recomputing them per head, left prefill at a quarter of bandwidth); a decode
+// step's few tokens spread each over several blocks.
 template <typename T>
 __global__ void rope_qkv_kernel(const T* qkv, const T* bias, const int64_t* positions, const float* inv_freq, T* q_out,
                                 T* cache, int T_, int H, int G, int D, int S) {
     const int64_t n = blockIdx.x;
-    const int head = blockIdx.y, half = D / 2;
+    const int half = D / 2, heads = H + 2 * G, per_group = blockDim.x / half;
+    const int i = threadIdx.x % half;
     const int64_t b = n / T_, pos = positions[n];
-    const T* src = qkv + (n * (H + 2 * G) + head) * D;
-    const T* bh = bias ? bias + static_cast<int64_t>(head) * D : nullptr;
-    T* dst = head < H ? q_out + (n * H + head) * D : cache + ((b * S + pos) * (2 * G) + (head - H)) * D;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    // As transformers: fp32 tables rounded to T, then x*cos + rotate_half(x)*sin, each op in T.
+    const float f = static_cast<float>(pos) * inv_freq[i];
+    const float c = rnd<T>(cosf(f)), s = rnd<T>(sinf(f));
+    for (int head = blockIdx.y * per_group + threadIdx.x / half; head < heads; head += gridDim.y * per_group) {
+        const T* src = qkv + (n * heads + head) * D;
+        T* dst = head < H ? q_out + (n * H + head) * D : cache + ((b * S + pos) * (2 * G) + (head - H)) * D;
         float x1 = to_f(src[i]), x2 = to_f(src[i + half]);
-        if (bh) x1 = rnd<T>(x1 + to_f(bh[i])), x2 = rnd<T>(x2 + to_f(bh[i + half]));
+        if (bias) {
+            const T* bh = bias + static_cast<int64_t>(head) * D;
+            x1 = rnd<T>(x1 + to_f(bh[i])), x2 = rnd<T>(x2 + to_f(bh[i + half]));
+        }
         if (head < H + G) {
-            // As transformers: fp32 tables rounded to T, then x*cos + rotate_half(x)*sin, each op in T.
-            const float f = static_cast<float>(pos) * inv_freq[i];
-            const float c = rnd<T>(cosf(f)), s = rnd<T>(sinf(f));
             const float y1 = rnd<T>(rnd<T>(x1 * c) + rnd<T>(-x2 * s));
             x2 = rnd<T>(rnd<T>(x2 * c) + rnd<T>(x1 * s));
             x1 = y1;
@@ -441,6 +457,129 @@ __global__ void decode_combine_kernel(const float* partial, T* out, int splits, 
     }
 }
 
+// The exponential race (sample_rows): each block takes `chunk` logits of one row, a multiple of 4,
+// so that the 4 logits sharing a Philox output lie in one block.
+constexpr int kSampleThreads = 256;
+constexpr int64_t kSampleMinChunk = 2048;
+
+// Merges a log-sum-exp (max m2, sum s2 of exp(x - m2)) into (m, s); s == 0 is empty.
+__device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
+    if (s2 == 0.f) return;
+    if (s == 0.f) {
+        m = m2, s = s2;
+    } else if (m2 > m) {
+        s = s * expf(m - m2) + s2, m = m2;
+    } else {
+        s += s2 * expf(m2 - m);
+    }
+}
+
+// The better of two race entries: the higher score, the lower token on a tie (the order a single
+// pass would keep).
+__device__ __forceinline__ void race_merge(float& best, int& token, float best2, int token2) {
+    if (best2 > best || (best2 == best && token2 < token)) best = best2, token = token2;
+}
+
+// Reduces every thread's (best, token, m, s) into thread 0's.
+__device__ __forceinline__ void sample_block_reduce(float& best, int& token, float& m, float& s) {
+    for (int o = 16; o > 0; o >>= 1) {
+        race_merge(best, token, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, token, o));
+        lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    }
+    __shared__ float sb[kSampleThreads / 32], sm[kSampleThreads / 32], ss[kSampleThreads / 32];
+    __shared__ int st[kSampleThreads / 32];
+    const int warp = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) sb[warp] = best, st[warp] = token, sm[warp] = m, ss[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) race_merge(best, token, sb[w], st[w]), lse_merge(m, s, sm[w], ss[w]);
+}
+
+// Grid (rows, chunks). partial[(row * chunks + chunk) * 4 ..] = best score, its token (int bits),
+// max and sum of the chunk's scaled logits. kVec4: V a multiple of 4 and the logits 8-byte aligned,
+// so that each thread's 4 logits are one load. Bound by arithmetic more than by memory (a quarter
+// of a Philox output, two logarithms and an exponential a logit), so the exponentials and the outer
+// logarithm are the fast intrinsics: their errors (relative ~1e-6; absolute < 4e-7 for the
+// logarithm near 1) move a log-probability or a score by about that much.
+template <typename T, bool kVec4>
+__global__ void __launch_bounds__(kSampleThreads) sample_race_kernel(const T* logits, int64_t V, int64_t chunk, float temperature,
+                                                                      uint64_t seed, uint64_t offset, float* partial) {
+    const int64_t row = blockIdx.x;
+    const T* x = logits + row * V;
+    const int64_t begin = blockIdx.y * chunk, end = min(V, begin + chunk);
+    const int64_t groups_per_row = (V + 3) / 4;
+    const uint2 key = make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const uint64_t counter = offset / 4;
+    const bool scaled = temperature != 1.f;
+    float best = -INFINITY, m = 0.f, s = 0.f;
+    int token = 0x7fffffff;
+    for (int64_t v0 = begin + 4 * threadIdx.x; v0 < end; v0 += 4 * kSampleThreads) {
+        const uint64_t subsequence = static_cast<uint64_t>(row * groups_per_row + v0 / 4);
+        // What curand_init(seed, subsequence, offset) then curand4 returns, without the extra round.
+        const uint4 ctr = make_uint4(static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
+                                     static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32));
+        const uint4 r = curand_Philox4x32_10(ctr, key);
+        const uint32_t bits[4] = {r.x, r.y, r.z, r.w};
+        float z[4];
+        if constexpr (kVec4) {
+            const VecN<T, 4> v4 = *reinterpret_cast<const VecN<T, 4>*>(x + v0);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) z[j] = to_f(v4.v[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) z[j] = v0 + j < end ? to_f(x[v0 + j]) : -INFINITY;
+        }
+        float m4 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (scaled) z[j] /= temperature;
+            if (!(z[j] > -INFINITY)) z[j] = -INFINITY;  // a masked token (or NaN): never drawn, no mass
+            m4 = fmaxf(m4, z[j]);
+            if (z[j] == -INFINITY) continue;
+            // u in [2^-24, 1 - 2^-24]: E = -log(u) > 0 and finite; the inner logarithm is the
+            // accurate one, since u near 1 (E near 0: the likeliest winners) needs it.
+            const float u = (static_cast<float>(bits[j] >> 9) + 0.5f) * (1.f / 8388608.f);
+            const float score = z[j] - __logf(-logf(u));
+            if (score > best) best = score, token = static_cast<int>(v0 + j);
+        }
+        if (m4 == -INFINITY) continue;
+        float s4 = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s4 += __expf(z[j] - m4);
+        lse_merge(m, s, m4, s4);
+    }
+    sample_block_reduce(best, token, m, s);
+    if (threadIdx.x == 0) {
+        float* p = partial + (row * gridDim.y + blockIdx.y) * 4;
+        p[0] = best, p[1] = __int_as_float(token), p[2] = m, p[3] = s;
+    }
+}
+
+// One warp a row: the chunks' entries merged; the token and its log-probability written.
+template <typename T>
+__global__ void sample_combine_kernel(const T* logits, int64_t V, int chunks, float temperature, const float* partial,
+                                      int64_t* tokens, float* logprobs) {
+    const int64_t row = blockIdx.x;
+    float best = -INFINITY, m = 0.f, s = 0.f;
+    int token = 0x7fffffff;
+    for (int c = threadIdx.x; c < chunks; c += 32) {
+        const float* p = partial + (row * chunks + c) * 4;
+        race_merge(best, token, p[0], __float_as_int(p[1]));
+        lse_merge(m, s, p[2], p[3]);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        race_merge(best, token, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, token, o));
+        lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    }
+    if (threadIdx.x != 0) return;
+    if (token < 0 || token >= V) {  // no finite logit
+        tokens[row] = 0, logprobs[row] = NAN;
+        return;
+    }
+    tokens[row] = token;
+    logprobs[row] = (to_f(logits[row * V + token]) / temperature - m) - logf(s);
+}
+
 template <typename T>
 void add_rms_norm_t(void* h, const void* x, const void* w, void* out, int64_t rows, int64_t C, float eps, cudaStream_t s) {
     if (rows == 0) return;
@@ -455,8 +594,14 @@ template <typename T>
 void rope_t(const void* qkv, const void* bias, const int64_t* pos, const float* inv_freq, void* q_out, void* cache,
             int64_t N, int64_t T_, int64_t H, int64_t G, int64_t D, int64_t S, cudaStream_t s) {
     if (N == 0) return;
-    const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>(H + 2 * G));
-    rope_qkv_kernel<T><<<grid, static_cast<unsigned>(std::min<int64_t>(D / 2, 256)), 0, s>>>(
+    const int64_t half = D / 2;
+    if (half < 1 || half > 1024) throw std::runtime_error("rope_qkv_to_cache: head_dim " + std::to_string(D));
+    const int64_t per_group = std::max<int64_t>(1, std::min<int64_t>(H + 2 * G, 256 / half));  // heads a block takes at once
+    const int64_t groups = (H + 2 * G + per_group - 1) / per_group;
+    // Blocks for about 4 an SM: one per token when there are that many tokens.
+    const int64_t per_token = std::clamp<int64_t>((4 * sm_count() + N - 1) / N, 1, groups);
+    const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>(per_token));
+    rope_qkv_kernel<T><<<grid, static_cast<unsigned>(half * per_group), 0, s>>>(
         static_cast<const T*>(qkv), static_cast<const T*>(bias), pos, inv_freq, static_cast<T*>(q_out),
         static_cast<T*>(cache), static_cast<int>(T_), static_cast<int>(H), static_cast<int>(G), static_cast<int>(D),
         static_cast<int>(S));
@@ -540,6 +685,24 @@ void decode_attention_t(const void* q, const void* cache, const int64_t* lens, f
     check_launch("decode_attention combine");
 }
 
+template <typename T>
+void sample_rows_t(const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
+                   float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
+    const int64_t chunks = sample_chunks(rows, V);
+    const int64_t chunk = ((V + chunks - 1) / chunks + 3) / 4 * 4;
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
+    if (V % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 8 == 0)
+        sample_race_kernel<T, true><<<grid, kSampleThreads, 0, stream>>>(static_cast<const T*>(logits), V, chunk, temperature,
+                                                                        seed, offset, partial);
+    else
+        sample_race_kernel<T, false><<<grid, kSampleThreads, 0, stream>>>(static_cast<const T*>(logits), V, chunk, temperature,
+                                                                         seed, offset, partial);
+    check_launch("sample_rows race");
+    sample_combine_kernel<T><<<static_cast<unsigned>(rows), 32, 0, stream>>>(static_cast<const T*>(logits), V, static_cast<int>(chunks),
+                                                                            temperature, partial, tokens, logprobs);
+    check_launch("sample_rows combine");
+}
+
 }  // namespace
 
 void add_rms_norm(Half dtype, void* h, const void* x, const void* weight, void* out, int64_t rows, int64_t C, float eps,
@@ -592,9 +755,7 @@ int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S) {
     // combine pass (H200, 7B at batch 64, 256 rows x heads on 132 SMs: 1 chunk 0.71 ms a step,
     // 2 or 4 chunks 0.75-0.78 plus 0.11 of combine, with the register-staged kernel before the
     // cp.async ring; the ring's kernel takes 0.41 ms in one chunk and has not been swept since).
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        throw std::runtime_error("decode_attention: cannot read the GPU's SM count");
+    const int64_t sms = sm_count();
     const int64_t rows = std::max<int64_t>(B * G, 1);
     const int64_t by_sms = (sms + rows - 1) / rows, by_len = (S + kKeysPerChunk - 1) / kKeysPerChunk;
     return std::max<int64_t>(1, std::min({by_sms, by_len, int64_t{32}}));
@@ -611,6 +772,23 @@ void decode_attention(Half dtype, const void* q, const void* cache, const int64_
     if (dtype == Half::bf16)
         decode_attention_t<__nv_bfloat16>(q, cache, lens, partial, splits, out, B, H, G, D, S, scale, stream);
     else decode_attention_t<__half>(q, cache, lens, partial, splits, out, B, H, G, D, S, scale, stream);
+}
+
+int64_t sample_chunks(int64_t rows, int64_t V) {
+    // About 8 blocks an SM in all, each of at least kSampleMinChunk logits.
+    const int64_t r = std::max<int64_t>(rows, 1);
+    const int64_t by_sms = (8 * sm_count() + r - 1) / r, by_len = (V + kSampleMinChunk - 1) / kSampleMinChunk;
+    return std::max<int64_t>(1, std::min(by_sms, by_len));
+}
+
+void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
+                 float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
+    if (!(temperature > 0.f)) throw std::runtime_error("sample_rows: temperature must be > 0");
+    if (V <= 0 || V > 0x7fffffff) throw std::runtime_error("sample_rows: vocabulary of " + std::to_string(V) + " tokens");
+    if (rows > 0x7fffffff) throw std::runtime_error("sample_rows: " + std::to_string(rows) + " rows");
+    if (rows == 0) return;
+    if (dtype == Half::bf16) sample_rows_t<__nv_bfloat16>(logits, rows, V, temperature, seed, offset, partial, tokens, logprobs, stream);
+    else sample_rows_t<__half>(logits, rows, V, temperature, seed, offset, partial, tokens, logprobs, stream);
 }
 
 }  // namespace kz::cuda

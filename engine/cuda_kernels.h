@@ -50,4 +50,18 @@ int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S);
 void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, int64_t splits,
                       void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream);
 
+// One token per row of logits (rows, V), drawn from softmax(logits / temperature) (temperature > 0)
+// by the exponential race: the argmax over v of logits[v] / temperature - log(E_v), E_v ~ Exp(1)
+// independent, is a draw from that softmax (the Gumbel-max trick). One pass over the logits does the
+// race and the row's log-sum-exp, where ATen's sampling casts, divides, normalises, draws
+// exponentials, divides and takes the argmax in separate passes. E_v comes from Philox (seed,
+// offset): each 4 logits of a row share one Philox output, counter (offset / 4, row * ceil(V/4) + v / 4),
+// so a call consumes 4 of a generator's offsets. tokens (rows) int64; logprobs (rows) fp32, the
+// chosen token's log-probability under the whole softmax (as log_softmax computes it in fp32).
+// `partial` holds 4 * rows * sample_chunks(rows, V) floats. A row with no finite logit gets token 0
+// and a NaN log-probability.
+int64_t sample_chunks(int64_t rows, int64_t V);
+void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
+                 float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream);
+
 }  // namespace kz::cuda

@@ -19,7 +19,7 @@ namespace kz::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr int kCandidates = 16;
+constexpr int kCandidates = 32;
 
 void check_cuda(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw std::runtime_error(std::string("decode_gemm: ") + what + ": " + cudaGetErrorString(e));

@@ -7,7 +7,7 @@
 // Contract: y (M, N) = x (M, K) W^T with W (N, K) row-major, all contiguous, in `dtype`, fp32
 // accumulation, on `stream`. Pointers must be 16-byte aligned (aligned16). The first call
 // of a (device, dtype, M, N, K) outside a CUDA graph capture times the heuristic's candidates (up
-// to 16) on `stream`, each over rotating copies of the weight so that L2 holds none of it (as at a
+// to 32) on `stream`, each over rotating copies of the weight so that L2 holds none of it (as at a
 // real step, where every layer has its own weights), and keeps one for the life of the process: the
 // heuristic's first unless another is at least 3% faster. A call during a capture with no choice yet
 // takes the heuristic's first; KZ_DECODE_GEMM_TUNING=0 (read once) always does. Because the choice

@@ -5,7 +5,10 @@
 #include <string>
 
 #ifdef KZ_CUDA_KERNELS
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <mutex>
 
 #include "engine/cuda_kernels.h"
 #include "engine/decode_gemm.h"
@@ -147,6 +150,26 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cach
     return out;
 }
 
+std::pair<torch::Tensor, torch::Tensor> sample(const torch::Tensor& logits, double temperature, at::Generator& gen) {
+    check(logits.dim() == 2 && logits.size(1) > 0, "sample: logits must be (B, V) with V > 0");
+    check(temperature > 0.0, "sample: temperature must be > 0");
+    check(gen.device().is_cuda(), "sample: needs a CUDA generator");
+    const int64_t B = logits.size(0), V = logits.size(1);
+    auto x = logits.contiguous();
+    auto partial = torch::empty({4 * B * cuda::sample_chunks(B, V)}, x.options().dtype(torch::kFloat32));
+    auto tokens = torch::empty({B}, x.options().dtype(torch::kInt64));
+    auto logprobs = torch::empty({B}, x.options().dtype(torch::kFloat32));
+    uint64_t seed = 0, offset = 0;
+    {
+        auto* g = gen.get<at::CUDAGeneratorImpl>();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        std::tie(seed, offset) = g->philox_engine_inputs(4);
+    }
+    cuda::sample_rows(half_of(x), x.data_ptr(), B, V, static_cast<float>(temperature), seed, offset, partial.data_ptr<float>(),
+                      tokens.data_ptr<int64_t>(), logprobs.data_ptr<float>(), stream_of(x));
+    return {tokens, logprobs};
+}
+
 #else  // a build without nvcc: generation uses ATen's kernels
 
 bool available() { return false; }
@@ -163,6 +186,7 @@ torch::Tensor decode_linear(const torch::Tensor&, const torch::Tensor&) { fail("
 torch::Tensor decode_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double) {
     fail("not built");
 }
+std::pair<torch::Tensor, torch::Tensor> sample(const torch::Tensor&, double, at::Generator&) { fail("not built"); }
 
 #endif
 

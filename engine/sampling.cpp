@@ -1,5 +1,7 @@
 #include "engine/sampling.h"
 
+#include "engine/fused_ops.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +20,14 @@ at::Generator make_generator(torch::Device device, uint64_t seed) {
 }
 
 Sampled sample(const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen) {
+    const int64_t V = logits.size(-1);
+    // Plain sampling from the whole softmax (what rollouts use) on the engine's kernel, in one pass
+    // over the logits; the same distribution, another random stream than ATen's below.
+    if (p.temperature > 0.0 && (p.top_k == 0 || p.top_k >= V) && p.top_p >= 1.0 && logits.dim() == 2 &&
+        fused::elementwise_usable(logits) && gen.device().is_cuda()) {
+        auto [tokens, lp] = fused::sample(logits, p.temperature, gen);
+        return {tokens, lp};
+    }
     auto x = logits.to(torch::kFloat32);  // (B, V)
     if (p.temperature == 0.0) {
         auto tokens = x.argmax(-1);
@@ -27,7 +37,6 @@ Sampled sample(const torch::Tensor& logits, const SamplingParams& p, at::Generat
     x = x / p.temperature;
     auto logp = torch::log_softmax(x, -1);  // (B, V)
     auto filtered = x;
-    const int64_t V = x.size(-1);
     if (p.top_k > 0 && p.top_k < V) {
         auto kth = std::get<0>(x.topk(p.top_k, -1)).select(-1, p.top_k - 1).unsqueeze(-1);  // (B, 1)
         filtered = filtered.masked_fill(filtered < kth, -std::numeric_limits<float>::infinity());
