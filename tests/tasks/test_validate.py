@@ -8,6 +8,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+import torch  # noqa: E402
 from kernelzero.worker.validate import validate_task, warm_up  # noqa: E402
 
 CATALOG = {a["name"]: a for a in json.loads((Path(__file__).resolve().parents[2] / "tasks" / "api_catalog.json").read_text())["apis"]}
@@ -123,12 +124,32 @@ class Validation(unittest.TestCase):
 
     def test_runtime_and_memory_bands(self):
         self.assert_only_fails(check(variant("        return torch.relu(x)"), max_runtime_ms=1e-9), "runtime_band")
-        r = check(variant("        return torch.relu(x)"), max_memory_mb=1e-6)
+        # Within the band as declared (576 bytes of parameter and input), over it after the first
+        # forward (a 0.5 MiB output): turned down there, the other runs not made.
+        r = check(variant("        return torch.relu(x).repeat(1000, 1)"), max_memory_mb=0.1)
         self.assert_only_fails(r, "memory_band")
-        # Over the band after the first forward: turned down there, the other runs not made.
+        self.assertEqual(r["checks"]["runs"], "pass")
         self.assertEqual(r["checks"]["deterministic"], "skip")
         self.assertEqual(r["checks"]["runtime_band"], "skip")
-        self.assertGreater(r["info"]["memory_mb"], 0.0)
+        self.assertGreater(r["info"]["memory_mb"], 0.1)
+
+    def test_memory_band_before_building_the_module(self):
+        # 4 MiB of declared weight over a 1 MiB band: turned down from the meta device's count, the
+        # module never built or run.
+        big = variant("        return torch.relu(x) * self.w[0, :16]").replace("torch.randn(16)", "torch.randn(1024, 1024)")
+        self.assertEqual(check(big)["checks"]["memory_band"], "pass")
+        r = check(big, max_memory_mb=1.0)
+        self.assert_only_fails(r, "memory_band")
+        self.assertIn("parameters, buffers and inputs", r["reasons"]["memory_band"])
+        self.assertEqual(r["checks"]["runs"], "skip")
+        self.assertAlmostEqual(r["info"]["memory_mb"], (1024 * 1024 + 8 * 16) * 4 / 2**20)
+        # A module that cannot be built on the meta device (its __init__ reads a value) is measured
+        # by its real run instead.
+        reads = GOOD.replace("super().__init__()", "super().__init__()\n        self.k = int(torch.ones(1).item())")
+        r = check(reads, apis=("conv2d", "relu"), max_memory_mb=1e-6)
+        self.assert_only_fails(r, "memory_band")
+        self.assertEqual(r["checks"]["runs"], "pass")
+        self.assertEqual(check(reads, apis=("conv2d", "relu"))["checks"]["memory_band"], "pass")
 
     def test_compile_time_is_reported_and_warm_up_compiles(self):
         r = check(GOOD, apis=("conv2d", "relu"), compile=True)
@@ -139,6 +160,43 @@ class Validation(unittest.TestCase):
         self.assertTrue(w["ok"])
         self.assertGreater(w["compile_s"], 0.0)
         self.assertIsNone(warm_up({"device": "cpu"})["compile_s"])
+
+
+OUTER = variant("        return (x.unsqueeze(2) * x.unsqueeze(1)).sum(1)").replace("torch.randn(8, 16)", "torch.randn(8, 1024)")
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
+class ValidationOnGpu(unittest.TestCase):
+    """memory_band on a GPU, where the first forward's peak is measured (ctest tasks_validate_gpu)."""
+
+    def test_forward_over_the_band_is_turned_down_before_the_real_inputs(self):
+        # 32 KiB of input as declared, a 32 MiB product in the forward: over a 16 MiB band in the
+        # probe on inputs made on the GPU, so the CPU-seeded inputs are never made.
+        r = check(OUTER, apis=(), device="cuda", max_memory_mb=16)
+        self.assert_fails_only_memory_band(r)
+        self.assertIn("inputs made on the GPU", r["reasons"]["memory_band"])
+        self.assertEqual(r["checks"]["runs"], "skip")
+        self.assertGreater(r["info"]["memory_mb"], 32)
+        # Within a 64 MiB band: every check passes, the peak recorded is the real run's.
+        r = check(OUTER, apis=(), device="cuda", max_memory_mb=64)
+        self.assertTrue(all(v != "fail" for v in r["checks"].values()), r["reasons"])
+        self.assertEqual(r["checks"]["memory_band"], "pass")
+        self.assertGreater(r["info"]["memory_mb"], 32)
+        self.assertLess(r["info"]["memory_mb"], 64)
+
+    def test_module_the_probe_cannot_run_is_measured_by_its_real_run(self):
+        # A tensor kept as a plain attribute stays on the meta device under to_empty: the probe's
+        # forward fails, and the real run measures the task.
+        src = OUTER.replace("super().__init__()", "super().__init__()\n        self.scale = torch.ones(1024)").replace(
+            "return (x.unsqueeze(2)", "return (x.unsqueeze(2) * self.scale.to(x.device)")
+        r = check(src, apis=(), device="cuda", max_memory_mb=16)
+        self.assert_fails_only_memory_band(r)
+        self.assertNotIn("inputs made on the GPU", r["reasons"]["memory_band"])
+        self.assertEqual(r["checks"]["runs"], "pass")
+
+    def assert_fails_only_memory_band(self, result):
+        failed = sorted(k for k, v in result["checks"].items() if v == "fail")
+        self.assertEqual(failed, ["memory_band"], result["reasons"])
 
 
 if __name__ == "__main__":

@@ -133,6 +133,45 @@ def warm_up(req):
     return res
 
 
+def _declared(mod):
+    """(MiB of the parameters, buffers and inputs a task declares, its model, its inputs), all on
+    the meta device: no memory, no initialisation. A module of tens of GB (nn.Bilinear(4096, 4096,
+    1024) has 64 GiB of weight) would otherwise be built and initialised on the CPU (91 s on the
+    two-GPU host) before memory_band could turn it down. Every one of these tensors is on the device
+    during the real run, so the count is a lower bound of the peak memory_band measures. The inputs
+    serve the format check (it needs no values) and, with the model, the probe below. None when the
+    module cannot be built there (an __init__ that reads values, say): the real run decides then."""
+    try:
+        with torch.device("meta"):
+            model = mod.Model(*harness.init_inputs(mod, 0))
+            xs = harness.make_inputs(mod, 1, "meta")
+        tensors = list(model.parameters()) + list(model.buffers()) + [x for x in xs if isinstance(x, torch.Tensor)]
+        return sum(t.numel() * t.element_size() for t in tensors) / 2**20, model, xs
+    except BaseException:  # noqa: BLE001 - anything the module does wrong is found by the real checks
+        return None
+
+
+def _probe_peak_bytes(meta_model, meta_inputs, device):
+    """Peak bytes allocated on `device` (a GPU) by one forward of the model with uninitialised weights
+    on inputs made on the GPU from the meta inputs' shapes and dtypes (normal floats, zero integers and
+    booleans): the task's memory before any CPU-seeded input exists. The real inputs come from the
+    CPU's generator (torch.randn of 805 MB took ~3 s there), and a task over the band after its first
+    forward (fp32 SDPA materialising its scores: 5.2 GB) was turned down 6-7 s into its validation.
+    Memory follows shapes, not values, except where a shape depends on values (nonzero and the like):
+    there these inputs stand in for the real ones. None when the forward fails here (uninitialised
+    weights, a tensor kept outside the module's parameters and buffers): the real run decides then."""
+    try:
+        model = meta_model.to_empty(device=device).eval()
+        xs = [torch.randn(x.shape, dtype=x.dtype, device=device) if x.is_floating_point() or x.is_complex()
+              else torch.zeros(x.shape, dtype=x.dtype, device=device) for x in meta_inputs]
+        with torch.no_grad():
+            model(*xs)
+        harness.sync(device)
+        return torch.cuda.max_memory_allocated(device)
+    except BaseException:  # noqa: BLE001
+        return None
+
+
 def validate_task(req):
     """One validation; the module is imported under a fresh name and forgotten afterwards (a
     long-lived reference worker validates thousands), its scratch directory removed."""
@@ -185,12 +224,18 @@ def _validate(req, work, module_name):
     if absent:
         fail("format", "the module defines no " + ", ".join(absent))
         return skip_rest(*rest)
+    max_mb = float(req.get("max_memory_mb", 4096))
     try:
         mod = harness.load_module(source, module_name, work)
         if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
             raise TypeError("Model is not a torch.nn.Module subclass")
-        init = harness.init_inputs(mod, 0)
-        inputs = harness.make_inputs(mod, 1, "cpu")
+        declared = _declared(mod)
+        if declared is not None and declared[0] > max_mb:
+            info["memory_mb"] = declared[0]
+            fail("memory_band", f"the task's parameters, buffers and inputs take {declared[0]:.1f} MiB, more than {max_mb}")
+            return skip_rest("format", *rest)
+        harness.init_inputs(mod, 0)
+        inputs = declared[2] if declared is not None else harness.make_inputs(mod, 1, "cpu")
         if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
             raise TypeError("get_inputs() must return a non-empty list of tensors")
         sig = inspect.signature(mod.Model.forward)
@@ -212,10 +257,18 @@ def _validate(req, work, module_name):
         harness.sync(device)
         return out, model, xs
 
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        base_mem = torch.cuda.memory_allocated(device)
+        probed = _probe_peak_bytes(declared[1], declared[2], device) if declared is not None else None
+        declared = None  # the probe's model (moved onto the GPU in place) must not outlive it
+        if probed is not None and (probed - base_mem) / 2**20 > max_mb:
+            info["memory_mb"] = (probed - base_mem) / 2**20
+            fail("memory_band", f"the task needs {info['memory_mb']:.1f} MiB, more than {max_mb} "
+                                "(a forward on inputs made on the GPU)")
+            return skip_rest(*rest)
+        torch.cuda.reset_peak_memory_stats(device)  # what memory_band records is the real run's peak
     try:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-            base_mem = torch.cuda.memory_allocated(device)
         out, model, xs = run(0, 1)
         if not _leaves(out):
             raise TypeError(f"forward returned {type(out).__name__}, not tensors")
@@ -224,8 +277,6 @@ def _validate(req, work, module_name):
         fail("runs", "eager forward failed: " + harness.describe_exception(e))
         return skip_rest(*rest)
     info["output_meta"] = harness.meta_of(out)
-
-    max_mb = float(req.get("max_memory_mb", 4096))
 
     def memory_within_band():
         """Records the task's memory so far; False (memory_band failed) when it is over the band."""
