@@ -113,10 +113,10 @@ __global__ void add_rms_norm_kernel(T* h, const T* x, const T* w, T* out, int C,
 }
 
 // Thread t of a block takes rotated pair i = t % (D/2), (i, i + D/2), of head t / (D/2) of the
-// block's first group and of every gridDim.y-th group after it, so that the pair's cos and sin are
-// computed once for all its heads. A prefill's many tokens take one block each (gridDim.y = 1: a block
-// per (token, head), recomputing them per head, left prefill at a quarter of bandwidth); a decode
-// step's few tokens spread each over several blocks.
+// block's first group of heads and of every gridDim.y-th group after it, so that the pair's cos and
+// sin are computed once for all its heads. A prefill's many tokens take one block each (gridDim.y =
+// 1; the kernel before, a block per (token, head) recomputing them per head, ran the 7B prefill's
+// RoPE at a quarter of bandwidth); a decode step's few tokens spread over several blocks each.
 template <typename T>
 __global__ void rope_qkv_kernel(const T* qkv, const T* bias, const int64_t* positions, const float* inv_freq, T* q_out,
                                 T* cache, int T_, int H, int G, int D, int S) {
