@@ -1,9 +1,9 @@
 #include "engine/sampling.h"
 
-#include "engine/fused_ops.h"
-
 #include <stdexcept>
 #include <string>
+
+#include "engine/fused_ops.h"
 
 namespace kz {
 

@@ -25,7 +25,9 @@ struct Sampled {
     torch::Tensor logprobs;
 };
 
-// `logits` (B, V) in any float dtype; computed in fp32.
+// `logits` (B, V) in any float dtype; computed in fp32. Plain sampling (temperature > 0, no top-k
+// or top-p) of bf16 / fp16 logits on a GPU takes the engine's one-pass kernel (fused::sample): the
+// same distribution as ATen's path, another random stream for the same seed.
 Sampled sample(const torch::Tensor& logits, const SamplingParams& p, at::Generator& gen);
 
 // A generator for `device`, seeded.
