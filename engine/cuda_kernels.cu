@@ -687,8 +687,7 @@ void decode_attention_t(const void* q, const void* cache, const int64_t* lens, f
 
 template <typename T>
 void sample_rows_t(const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
-                   float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
-    const int64_t chunks = sample_chunks(rows, V);
+                   int64_t chunks, float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
     const int64_t chunk = ((V + chunks - 1) / chunks + 3) / 4 * 4;
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
     if (V % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 8 == 0)
@@ -782,13 +781,15 @@ int64_t sample_chunks(int64_t rows, int64_t V) {
 }
 
 void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
-                 float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
+                 int64_t chunks, float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream) {
     if (!(temperature > 0.f)) throw std::runtime_error("sample_rows: temperature must be > 0");
     if (V <= 0 || V > 0x7fffffff) throw std::runtime_error("sample_rows: vocabulary of " + std::to_string(V) + " tokens");
     if (rows > 0x7fffffff) throw std::runtime_error("sample_rows: " + std::to_string(rows) + " rows");
+    if (chunks < 1 || chunks > std::min<int64_t>(65535, V))
+        throw std::runtime_error("sample_rows: " + std::to_string(chunks) + " blocks a row for " + std::to_string(V) + " logits");
     if (rows == 0) return;
-    if (dtype == Half::bf16) sample_rows_t<__nv_bfloat16>(logits, rows, V, temperature, seed, offset, partial, tokens, logprobs, stream);
-    else sample_rows_t<__half>(logits, rows, V, temperature, seed, offset, partial, tokens, logprobs, stream);
+    if (dtype == Half::bf16) sample_rows_t<__nv_bfloat16>(logits, rows, V, temperature, seed, offset, chunks, partial, tokens, logprobs, stream);
+    else sample_rows_t<__half>(logits, rows, V, temperature, seed, offset, chunks, partial, tokens, logprobs, stream);
 }
 
 }  // namespace kz::cuda

@@ -58,10 +58,11 @@ void decode_attention(Half dtype, const void* q, const void* cache, const int64_
 // offset): each 4 logits of a row share one Philox output, counter (offset / 4, row * ceil(V/4) + v / 4),
 // so a call consumes 4 of a generator's offsets. tokens (rows) int64; logprobs (rows) fp32, the
 // chosen token's log-probability under the whole softmax (as log_softmax computes it in fp32).
-// `partial` holds 4 * rows * sample_chunks(rows, V) floats. A row with no finite logit gets token 0
+// Each row is raced in `chunks` blocks (sample_chunks: about 8 blocks an SM in all, each of at least
+// 2048 logits); `partial` holds 4 * rows * chunks floats. A row with no finite logit gets token 0
 // and a NaN log-probability.
 int64_t sample_chunks(int64_t rows, int64_t V);
 void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
-                 float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream);
+                 int64_t chunks, float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream);
 
 }  // namespace kz::cuda

@@ -156,7 +156,8 @@ std::pair<torch::Tensor, torch::Tensor> sample(const torch::Tensor& logits, doub
     check(gen.device().is_cuda(), "sample: needs a CUDA generator");
     const int64_t B = logits.size(0), V = logits.size(1);
     auto x = logits.contiguous();
-    auto partial = torch::empty({4 * B * cuda::sample_chunks(B, V)}, x.options().dtype(torch::kFloat32));
+    const int64_t chunks = cuda::sample_chunks(B, V);
+    auto partial = torch::empty({4 * B * chunks}, x.options().dtype(torch::kFloat32));
     auto tokens = torch::empty({B}, x.options().dtype(torch::kInt64));
     auto logprobs = torch::empty({B}, x.options().dtype(torch::kFloat32));
     uint64_t seed = 0, offset = 0;
@@ -165,8 +166,8 @@ std::pair<torch::Tensor, torch::Tensor> sample(const torch::Tensor& logits, doub
         std::lock_guard<std::mutex> lock(gen.mutex());
         std::tie(seed, offset) = g->philox_engine_inputs(4);
     }
-    cuda::sample_rows(half_of(x), x.data_ptr(), B, V, static_cast<float>(temperature), seed, offset, partial.data_ptr<float>(),
-                      tokens.data_ptr<int64_t>(), logprobs.data_ptr<float>(), stream_of(x));
+    cuda::sample_rows(half_of(x), x.data_ptr(), B, V, static_cast<float>(temperature), seed, offset, chunks,
+                      partial.data_ptr<float>(), tokens.data_ptr<int64_t>(), logprobs.data_ptr<float>(), stream_of(x));
     return {tokens, logprobs};
 }
 

@@ -229,13 +229,13 @@ def _validate(req, work, module_name):
         mod = harness.load_module(source, module_name, work)
         if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
             raise TypeError("Model is not a torch.nn.Module subclass")
-        declared = _declared(mod)
-        if declared is not None and declared[0] > max_mb:
-            info["memory_mb"] = declared[0]
-            fail("memory_band", f"the task's parameters, buffers and inputs take {declared[0]:.1f} MiB, more than {max_mb}")
+        declared_mb, meta_model, meta_inputs = _declared(mod) or (None, None, None)
+        if declared_mb is not None and declared_mb > max_mb:
+            info["memory_mb"] = declared_mb
+            fail("memory_band", f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, more than {max_mb}")
             return skip_rest("format", *rest)
         harness.init_inputs(mod, 0)
-        inputs = declared[2] if declared is not None else harness.make_inputs(mod, 1, "cpu")
+        inputs = meta_inputs if meta_inputs is not None else harness.make_inputs(mod, 1, "cpu")
         if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
             raise TypeError("get_inputs() must return a non-empty list of tensors")
         sig = inspect.signature(mod.Model.forward)
@@ -260,8 +260,8 @@ def _validate(req, work, module_name):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         base_mem = torch.cuda.memory_allocated(device)
-        probed = _probe_peak_bytes(declared[1], declared[2], device) if declared is not None else None
-        declared = None  # the probe's model (moved onto the GPU in place) must not outlive it
+        probed = _probe_peak_bytes(meta_model, meta_inputs, device) if meta_model is not None else None
+        meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
         if probed is not None and (probed - base_mem) / 2**20 > max_mb:
             info["memory_mb"] = (probed - base_mem) / 2**20
             fail("memory_band", f"the task needs {info['memory_mb']:.1f} MiB, more than {max_mb} "
