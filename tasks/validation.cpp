@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
+
+#include <sched.h>
 
 #include "common/files.h"
 #include "verify/verifier.h"
@@ -34,6 +37,13 @@ TaskValidation TaskValidation::from_json(const json& j) {
     return v;
 }
 
+int validation_compile_threads(int workers, int processes_on_host) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::thread::hardware_concurrency();
+    return static_cast<int>(std::max(1L, cpus / std::max(1L, static_cast<long>(workers) * std::max(1, processes_on_host))));
+}
+
 TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) : catalog_(catalog), opts_(std::move(opts)) {
     work_dir_ = opts_.work_dir;
     if (work_dir_.empty()) {
@@ -49,11 +59,10 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
         c.env["PYTHONPATH"] = default_python_dir();
         c.env["PYTHONUNBUFFERED"] = "1";
-        // Inductor compiles on a pool of min(32, cores) subprocesses per process by default; here several
-        // workers per GPU each compile small modules (a few kernels), where the pools only contend for
-        // the CPUs. One compile thread per worker made validation faster on 2 x H200 (32 cores):
-        // docs/BENCHMARKS.md, "Data parallelism". A value set by the user is kept.
-        if (!std::getenv("TORCHINDUCTOR_COMPILE_THREADS")) c.env["TORCHINDUCTOR_COMPILE_THREADS"] = "1";
+        // A value set by the user is kept. docs/BENCHMARKS.md, "Data parallelism", has the measurements.
+        if (!std::getenv("TORCHINDUCTOR_COMPILE_THREADS"))
+            c.env["TORCHINDUCTOR_COMPILE_THREADS"] =
+                std::to_string(validation_compile_threads(opts_.workers, opts_.processes_on_host));
         // The first worker keeps the single-worker layout (reference/, reference.log).
         const std::string suffix = i == 0 ? "" : "-" + std::to_string(i);
         c.work_root = work_dir_ + "/reference" + suffix;

@@ -30,7 +30,16 @@ struct ValidationOptions {
     // one-time costs (CUDA context; with `compile`, Inductor's set-up and a first compilation) before
     // its first module; validate() takes a worker once it is warm. Off: workers start on first use.
     bool warm_up = false;
+    // Processes on this host that validate at the same time (the trainer's local ranks): with `workers`,
+    // what each worker's share of the CPUs is divided by (see validation_compile_threads).
+    int processes_on_host = 1;
 };
+
+// Inductor's compile threads for one validation worker: the available CPUs (this process's affinity)
+// divided among every worker of every validating process on the host, at least 1. Inductor's own
+// default is a pool of min(32, cores) per process: with 4-8 workers per host compiling at once, the
+// pools only contend for the same CPUs.
+int validation_compile_threads(int workers, int processes_on_host);
 
 struct TaskValidation {
     bool valid = false;

@@ -166,9 +166,11 @@ std::optional<DistEnv> DistEnv::from_environment() {
     e.world = *world;
     e.rank = env_int("RANK").value_or(0);
     e.local_rank = env_int("LOCAL_RANK").value_or(e.rank);
+    e.local_world = env_int("LOCAL_WORLD_SIZE").value_or(e.world);
     if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
     e.master_port = env_int("MASTER_PORT").value_or(29500);
     if (e.world < 1) throw std::invalid_argument("WORLD_SIZE must be >= 1");
+    if (e.local_world < 1 || e.local_world > e.world) throw std::invalid_argument("LOCAL_WORLD_SIZE must be in 1..WORLD_SIZE");
     if (e.rank >= e.world) throw std::invalid_argument("RANK " + std::to_string(e.rank) + " is outside WORLD_SIZE " + std::to_string(e.world));
     if (e.master_port < 1 || e.master_port > 65535) throw std::invalid_argument("MASTER_PORT must be a TCP port");
     return e;

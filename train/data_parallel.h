@@ -17,6 +17,7 @@ namespace kz {
 
 struct DistEnv {
     int rank = 0, world = 1, local_rank = 0;
+    int local_world = 1;  // ranks on this host: LOCAL_WORLD_SIZE (torchrun sets it), else the whole world
     std::string master_addr = "127.0.0.1";
     int master_port = 29500;
     // The launcher's variables; nullopt when WORLD_SIZE is unset. Throws std::invalid_argument naming

@@ -230,6 +230,8 @@ public:
         // pays for its start and Inductor's set-up, seconds that land on whichever iteration first
         // needs that many workers at once.
         po.validation.warm_up = true;
+        // Every local rank validates at the same time: their workers share the host's CPUs.
+        if (dp_) po.validation.processes_on_host = DistEnv::from_environment().value_or(DistEnv{}).local_world;
         if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
         else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }

@@ -1,11 +1,14 @@
 // TaskValidator with several workers: validations from several threads at once give the verdicts that
 // one worker gives them one by one (each worker has its own reference process and scratch directory);
-// with warm_up, every worker is started ahead of its first module.
+// with warm_up, every worker is started ahead of its first module; each worker's Inductor compile threads are its share of the CPUs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <thread>
+
+#include <unistd.h>
 
 #include "common/files.h"
 #include "tasks/symbolic.h"
@@ -78,4 +81,14 @@ TEST(TaskValidatorPool, WarmUpStartsEveryWorkerAhead) {
         EXPECT_TRUE(std::filesystem::exists(dir + "/reference-1.log"));
     }
     std::filesystem::remove_all(dir);
+}
+
+TEST(TaskValidatorPool, CompileThreadsShareTheCpus) {
+    const int all = kz::validation_compile_threads(1, 1);  // every CPU this process may run on
+    EXPECT_GE(all, 1);
+    EXPECT_LE(all, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    EXPECT_EQ(kz::validation_compile_threads(3, 1), std::max(1, all / 3));
+    EXPECT_EQ(kz::validation_compile_threads(4, 2), std::max(1, all / 8));  // 2 local ranks, 4 workers each
+    EXPECT_EQ(kz::validation_compile_threads(1 << 20, 4), 1);               // never below one
+    EXPECT_EQ(kz::validation_compile_threads(2, 0), kz::validation_compile_threads(2, 1));
 }

@@ -58,11 +58,13 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def to_device(obj, device):
+def to_device(obj, device, copy=False):
+    """Tensors (in nested lists and tuples) on `device`; copy=True gives new tensors even where they are
+    there already."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device)
+        return obj.to(device, copy=copy)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(o, device) for o in obj)
+        return type(obj)(to_device(o, device, copy) for o in obj)
     return obj
 
 
