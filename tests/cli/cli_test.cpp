@@ -634,6 +634,15 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto compute = run({"train", "--config", write("e.toml", "[coder]\ntokenizer = \"x\"\nlora_compute = \"bf16\"\n")}, dir);
     EXPECT_EQ(compute.code, 2);
     EXPECT_NE(compute.err.find("'coder.lora_compute' must be adapter or base"), std::string::npos) << compute.err;
+    // A launcher's environment with more ranks on this host than in the world: named, before any
+    // rank connects.
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("LOCAL_WORLD_SIZE", "3", 1);
+    auto local = run({"train", "--preset", "tiny-cpu", "--out", dir + "/local"}, dir);
+    unsetenv("LOCAL_WORLD_SIZE");
+    unsetenv("WORLD_SIZE");
+    EXPECT_EQ(local.code, 2);
+    EXPECT_NE(local.err.find("LOCAL_WORLD_SIZE must be in 1..WORLD_SIZE"), std::string::npos) << local.err;
     auto preset = run({"train", "--preset", "huge"}, dir);
     EXPECT_EQ(preset.code, 2);
     EXPECT_NE(preset.err.find("tiny-cpu"), std::string::npos) << preset.err;
