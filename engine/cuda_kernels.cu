@@ -480,12 +480,17 @@ __device__ __forceinline__ void race_merge(float& best, int& token, float best2,
     if (best2 > best || (best2 == best && token2 < token)) best = best2, token = token2;
 }
 
-// Reduces every thread's (best, token, m, s) into thread 0's.
-__device__ __forceinline__ void sample_block_reduce(float& best, int& token, float& m, float& s) {
+// Reduces the warp's (best, token, m, s) into every lane's.
+__device__ __forceinline__ void sample_warp_reduce(float& best, int& token, float& m, float& s) {
     for (int o = 16; o > 0; o >>= 1) {
         race_merge(best, token, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, token, o));
         lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
     }
+}
+
+// Reduces every thread's (best, token, m, s) into thread 0's.
+__device__ __forceinline__ void sample_block_reduce(float& best, int& token, float& m, float& s) {
+    sample_warp_reduce(best, token, m, s);
     __shared__ float sb[kSampleThreads / 32], sm[kSampleThreads / 32], ss[kSampleThreads / 32];
     __shared__ int st[kSampleThreads / 32];
     const int warp = threadIdx.x >> 5;
@@ -567,10 +572,7 @@ __global__ void sample_combine_kernel(const T* logits, int64_t V, int chunks, fl
         race_merge(best, token, p[0], __float_as_int(p[1]));
         lse_merge(m, s, p[2], p[3]);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        race_merge(best, token, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, token, o));
-        lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    }
+    sample_warp_reduce(best, token, m, s);
     if (threadIdx.x != 0) return;
     if (token < 0 || token >= V) {  // no finite logit
         tokens[row] = 0, logprobs[row] = NAN;

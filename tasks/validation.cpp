@@ -51,6 +51,10 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         owns_work_dir_ = true;
     }
     if (opts_.workers < 1) throw std::invalid_argument("validation needs at least one worker");
+    // A value set by the user is kept. docs/BENCHMARKS.md, "Data parallelism", has the measurements.
+    const char* user_threads = std::getenv("TORCHINDUCTOR_COMPILE_THREADS");
+    const std::string compile_threads =
+        user_threads ? "" : std::to_string(validation_compile_threads(opts_.workers, opts_.processes_on_host));
     for (int i = 0; i < opts_.workers; ++i) {
         WorkerConfig c;
         c.command = {default_python(), "-m", "kernelzero.worker"};
@@ -59,10 +63,7 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);
         c.env["PYTHONPATH"] = default_python_dir();
         c.env["PYTHONUNBUFFERED"] = "1";
-        // A value set by the user is kept. docs/BENCHMARKS.md, "Data parallelism", has the measurements.
-        if (!std::getenv("TORCHINDUCTOR_COMPILE_THREADS"))
-            c.env["TORCHINDUCTOR_COMPILE_THREADS"] =
-                std::to_string(validation_compile_threads(opts_.workers, opts_.processes_on_host));
+        if (!user_threads) c.env["TORCHINDUCTOR_COMPILE_THREADS"] = compile_threads;
         // The first worker keeps the single-worker layout (reference/, reference.log).
         const std::string suffix = i == 0 ? "" : "-" + std::to_string(i);
         c.work_root = work_dir_ + "/reference" + suffix;

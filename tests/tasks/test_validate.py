@@ -64,11 +64,14 @@ def check(source, apis=("relu",), **kw):
     return validate_task({"source": source, "apis": [CATALOG[a] for a in apis], "device": "cpu", **kw})
 
 
-class Validation(unittest.TestCase):
+class ValidationCase(unittest.TestCase):
     def assert_only_fails(self, result, name):
         failed = sorted(k for k, v in result["checks"].items() if v == "fail")
         self.assertEqual(failed, [name], result["reasons"])
         self.assertTrue(result["reasons"][name])
+
+
+class Validation(ValidationCase):
 
     def test_good_module_passes(self):
         r = check(GOOD, apis=("conv2d", "relu"))
@@ -172,7 +175,7 @@ OUTER = variant("        return (x.unsqueeze(2) * x.unsqueeze(1)).sum(1)").repla
 
 
 @unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
-class ValidationOnGpu(unittest.TestCase):
+class ValidationOnGpu(ValidationCase):
     """memory_band on a GPU, where the first forward's peak is measured (ctest tasks_validate_gpu)."""
 
     def test_forward_over_the_band_is_turned_down_before_the_real_inputs(self):
@@ -185,7 +188,7 @@ class ValidationOnGpu(unittest.TestCase):
         # Just under that need: turned down by the probe (one forward on inputs made on the GPU), which
         # measures what the real run does, so the CPU-seeded inputs are never made.
         r = check(OUTER, apis=(), device="cuda", max_memory_mb=need * 0.95)
-        self.assert_fails_only_memory_band(r)
+        self.assert_only_fails(r, "memory_band")
         self.assertIn("inputs made on the GPU", r["reasons"]["memory_band"])
         self.assertEqual(r["checks"]["runs"], "skip")
         self.assertAlmostEqual(r["info"]["memory_mb"], need, delta=need * 0.02)
@@ -206,13 +209,9 @@ class ValidationOnGpu(unittest.TestCase):
         src = OUTER.replace("super().__init__()", "super().__init__()\n        self.scale = torch.ones(1024)").replace(
             "return (x.unsqueeze(2)", "return (x.unsqueeze(2) * self.scale.to(x.device)")
         r = check(src, apis=(), device="cuda", max_memory_mb=16)
-        self.assert_fails_only_memory_band(r)
+        self.assert_only_fails(r, "memory_band")
         self.assertNotIn("inputs made on the GPU", r["reasons"]["memory_band"])
         self.assertEqual(r["checks"]["runs"], "pass")
-
-    def assert_fails_only_memory_band(self, result):
-        failed = sorted(k for k, v in result["checks"].items() if v == "fail")
-        self.assertEqual(failed, ["memory_band"], result["reasons"])
 
 
 if __name__ == "__main__":

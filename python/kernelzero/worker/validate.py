@@ -133,6 +133,11 @@ def warm_up(req):
     return res
 
 
+def _mib(tensors):
+    """MiB the tensors' elements take."""
+    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+
+
 def _declared(mod):
     """(MiB of the parameters, buffers and inputs a task declares, its model, its inputs), all on
     the meta device: no memory, no initialisation. A module of tens of GB (nn.Bilinear(4096, 4096,
@@ -146,7 +151,7 @@ def _declared(mod):
             model = mod.Model(*harness.init_inputs(mod, 0))
             xs = harness.make_inputs(mod, 1, "meta")
         tensors = list(model.parameters()) + list(model.buffers()) + [x for x in xs if isinstance(x, torch.Tensor)]
-        return sum(t.numel() * t.element_size() for t in tensors) / 2**20, model, xs
+        return _mib(tensors), model, xs
     except BaseException:  # noqa: BLE001 - anything the module does wrong is found by the real checks
         return None
 
@@ -269,10 +274,10 @@ def _validate(req, work, module_name):
         base_mem = torch.cuda.memory_allocated(device)
         probed = _probe_peak_bytes(meta_model, meta_inputs, device) if meta_model is not None else None
         meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
-        if probed is not None and (probed - base_mem) / 2**20 > max_mb:
-            info["memory_mb"] = (probed - base_mem) / 2**20
-            fail("memory_band", f"the task needs {info['memory_mb']:.1f} MiB, more than {max_mb} "
-                                "(a forward on inputs made on the GPU)")
+        probed_mb = (probed - base_mem) / 2**20 if probed is not None else None
+        if probed_mb is not None and probed_mb > max_mb:
+            info["memory_mb"] = probed_mb
+            fail("memory_band", f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
             return skip_rest(*rest)
         torch.cuda.reset_peak_memory_stats(device)  # what memory_band records is the real run's peak
     try:
@@ -294,8 +299,7 @@ def _validate(req, work, module_name):
     if device.type == "cuda":
         peak = (torch.cuda.max_memory_allocated(device) - base_mem) / 2**20
     else:  # the tensors the task holds: parameters, inputs, outputs
-        tensors = list(model.parameters()) + list(model.buffers()) + list(xs) + _leaves(out)
-        peak = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+        peak = _mib(list(model.parameters()) + list(model.buffers()) + list(xs) + _leaves(out))
     info["memory_mb"] = peak
     if peak > max_mb:
         fail("memory_band", f"the task needs {peak:.1f} MiB, more than {max_mb}")
