@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "common/files.h"
@@ -26,8 +27,9 @@ const std::string kSrc = KZ_SOURCE_DIR;
 
 int free_port() {
     // A port per test from a range chosen by this process's id (redis-server must be told one; a clash
-    // would show in its log and fail the PING below).
-    static int next = 20000 + static_cast<int>(::getpid() % 20000);
+    // would show in its log and fail the PING below), below Linux's ephemeral range (32768-60999 by
+    // default), where a client connection's local port can hold it: 39638 was refused once in CI.
+    static int next = 20000 + static_cast<int>(::getpid() % 10000);
     return next++;
 }
 
@@ -55,8 +57,14 @@ struct FarmTest : ::testing::Test {
         o.argv = {"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
                   "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", dir + "/redis.log"};
         redis = std::make_unique<kz::Process>(o);
-        kz::RedisConn c(kz::RedisUrl::parse(url()), std::chrono::seconds(20));
-        ASSERT_EQ(c.command({"PING"}).str, "PONG");
+        try {
+            kz::RedisConn c(kz::RedisUrl::parse(url()), std::chrono::seconds(20));
+            ASSERT_EQ(c.command({"PING"}).str, "PONG");
+        } catch (const std::exception& e) {
+            std::error_code ec;  // the test ends here, and its directory goes with it: the broker's log goes with the error
+            throw std::runtime_error(std::string(e.what()) + "\nredis.log:\n" +
+                                     (fs::exists(dir + "/redis.log", ec) ? kz::read_file(dir + "/redis.log") : "(none)"));
+        }
     }
     void start_daemon(const std::string& name, const std::vector<std::string>& extra = {}) {
         kz::SpawnOptions o;
