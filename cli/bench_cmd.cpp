@@ -56,7 +56,7 @@ Runner add_bench(CLI::App& app) {
     struct Args : ModelArgs {
         std::vector<std::string> tasks;
         std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model, verifier;
-        int samples = 1, workers = 1, batch = 8, trials = 5, concurrency = 8;
+        int samples = 1, workers = 0, batch = 8, trials = 5, concurrency = 8;
         std::vector<int64_t> ks = {1};
         std::optional<double> temperature;
         double top_p = 1.0, timeout = 120;
@@ -89,7 +89,7 @@ Runner add_bench(CLI::App& app) {
     cmd->add_flag("--resume", a->resume, "Continue the run in --out: what is recorded is kept, the rest is done");
     cmd->add_option("--policy", a->policy, "Verification policy for model samples (the reference self-test is lenient)")
         ->check(CLI::IsMember({"strict", "lenient"}));
-    cmd->add_option("--workers", a->workers, "Verifier lanes")->check(CLI::Range(1, 256));
+    add_workers_option(cmd, a->workers, "Verifier lanes");
     cmd->add_option("--trials", a->trials, "Correctness trials per sample")->check(CLI::Range(1, 1000));
     cmd->add_option("--timeout", a->timeout, "Seconds for one candidate run")->check(CLI::PositiveNumber);
     cmd->add_option("--cache-dir", a->cache_dir, "Verifier build cache and baselines (default ~/.cache/kernelzero)");
@@ -115,7 +115,6 @@ Runner add_bench(CLI::App& app) {
             opts.ks = a->ks;
             opts.resume = a->resume;
             opts.progress = !a->no_progress;
-            opts.in_flight = 2 * a->workers;
             std::vector<BenchTask> tasks = load_task_dirs(a->tasks);
             std::unique_ptr<CompletionSource> source;
             if (!reference) {
@@ -152,7 +151,7 @@ Runner add_bench(CLI::App& app) {
             vo.require_custom_kernel = !reference;
             vo.timeout_s = a->timeout;
             vo.lanes = a->workers;
-            vo.compile_workers = a->workers;
+            vo.compile_workers = a->workers;  // 0 (auto): as many as lanes
             vo.cache_dir = a->cache_dir;
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
@@ -164,6 +163,10 @@ Runner add_bench(CLI::App& app) {
                 std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
                 return 3;
             }
+            // Lanes counted by the verifier itself (auto) are known once it started.
+            opts.in_flight = std::max(2, 2 * service->options().lanes);
+            if (opts.progress && a->verifier.empty() && a->workers == 0)
+                std::fprintf(stderr, "[bench] %d verifier lanes (auto)\n", service->options().lanes);
             BenchMetrics m = run_bench(tasks, opts, source.get(), *service, g_stop);
             const auto& o = m.overall;
             if (!a->as_json) {

@@ -9,6 +9,15 @@ namespace kz::cli {
 
 using Runner = std::function<int()>;
 
+// --workers N|auto: the verifier's lanes. auto (stored as 0) lets the verifier count them from the
+// host's cores and the device's memory when it starts (verify/service.h, auto_lanes).
+inline CLI::Option* add_workers_option(CLI::App* cmd, int& lanes, const std::string& what) {
+    return cmd->add_option("--workers", lanes, what + " (a number, or auto: from the host's cores and the device's memory)")
+        ->transform([](std::string s) { return s == "auto" ? std::string("0") : s; }, "", "auto")
+        ->check(CLI::Range(0, 256))
+        ->default_str("auto");
+}
+
 // Each runner returns -1 when its subcommand was not the one parsed.
 Runner add_verify(CLI::App& app);
 Runner add_tokenize(CLI::App& app);

@@ -29,7 +29,7 @@ int usage_error(const std::string& msg) {
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
     std::string cache_dir, python, verifier;
-    int trials = 5, timing_iters = 0, warmup = 3, workers = 1, compile_workers = 0, in_flight = 0, spares = 1;
+    int trials = 5, timing_iters = 0, warmup = 3, workers = 0, compile_workers = 0, in_flight = 0, spares = 1;
     double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
     bool json = false, no_progress = false;
 };
@@ -91,8 +91,7 @@ Runner add_verify(CLI::App& app) {
         ->check(CLI::IsMember({"on", "off", "auto"}));
     cmd->add_option("--jobs", a->jobs, "JSONL batch: {\"id\", \"task\", \"candidate\", \"backend\"} per line");
     cmd->add_option("--out", a->out, "JSONL results of a batch (appended; finished ids are skipped)");
-    cmd->add_option("--workers", a->workers, "Parallel lanes (a reference and a candidate worker each)")
-        ->check(CLI::Range(1, 256));
+    add_workers_option(cmd, a->workers, "Parallel lanes of a batch (a reference and a candidate worker each)");
     cmd->add_option("--compile-workers", a->compile_workers, "Parallel compile workers (default: as many as lanes)")
         ->check(CLI::Range(0, 256));
     cmd->add_option("--in-flight", a->in_flight,
@@ -152,7 +151,7 @@ Runner add_verify(CLI::App& app) {
         o.min_kernel_share = a->min_kernel_share;
         o.compile_baseline = a->compile_baseline == "auto" ? -1 : a->compile_baseline == "on" ? 1 : 0;
         o.lanes = batch ? a->workers : 1;
-        o.compile_workers = a->compile_workers > 0 ? a->compile_workers : o.lanes;
+        o.compile_workers = a->compile_workers;  // 0: as many as lanes
         o.cache_dir = a->cache_dir;
         o.spare_children = a->spares;
         if (!a->python.empty()) o.worker_command = {a->python, "-m", "kernelzero.worker"};
@@ -189,7 +188,10 @@ Runner add_verify(CLI::App& app) {
             if (a->json) std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
             return 0;
         }
-        BatchOptions bo{a->jobs, a->out, a->in_flight > 0 ? a->in_flight : o.lanes + o.compile_workers,
+        // Lanes counted by the verifier itself (auto) are known once it started.
+        const VerifyOptions& started = verifier->options();
+        BatchOptions bo{a->jobs, a->out,
+                        a->in_flight > 0 ? a->in_flight : std::max(2, started.lanes + started.compile_workers),
                         !a->no_progress};
         BatchSummary s;
         try {

@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include <sched.h>
 
 #include "common/files.h"
 #include "verify/verifier.h"
@@ -38,10 +37,12 @@ TaskValidation TaskValidation::from_json(const json& j) {
 }
 
 int validation_compile_threads(int workers, int processes_on_host) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    const long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::thread::hardware_concurrency();
-    return static_cast<int>(std::max(1L, cpus / std::max(1L, static_cast<long>(workers) * std::max(1, processes_on_host))));
+    return std::max(1, host_cores() / std::max(1, std::max(1, workers) * std::max(1, processes_on_host)));
+}
+
+int64_t validation_memory_cap(const ValidationOptions& opts) {
+    if (opts.device.rfind("cuda", 0) != 0) return 0;
+    return 3 * static_cast<int64_t>(opts.max_memory_mb * static_cast<double>(kMiB)) + kGiB;
 }
 
 TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) : catalog_(catalog), opts_(std::move(opts)) {
@@ -94,7 +95,8 @@ const char* TaskValidator::worker_device() const { return opts_.device.rfind("cu
 void TaskValidator::warm(Slot* slot) {
     // The device and compile switch of a validation, so that what is warmed is what validation uses. A
     // failure is not reported here: the worker is replaced, and the first validation starts it again.
-    json req = {{"op", "warm_up"}, {"device", worker_device()}, {"compile", opts_.compile}};
+    json req = {{"op", "warm_up"}, {"device", worker_device()}, {"compile", opts_.compile},
+                {"memory_cap_bytes", validation_memory_cap(opts_)}};
     try {
         slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::min<std::chrono::seconds>(opts_.timeout, std::chrono::seconds(120))));
@@ -120,7 +122,8 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
     }
     json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", worker_device()},
                 {"min_runtime_ms", opts_.min_runtime_ms}, {"max_runtime_ms", opts_.max_runtime_ms},
-                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile}};
+                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile},
+                {"memory_cap_bytes", validation_memory_cap(opts_)}};
     Slot* slot;
     {
         std::unique_lock lock(mu_);

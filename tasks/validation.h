@@ -41,6 +41,12 @@ struct ValidationOptions {
 // pools only contend for the same CPUs.
 int validation_compile_threads(int workers, int processes_on_host);
 
+// What one validation worker's allocator may hold on a GPU: a validation keeps a few forwards'
+// memory at once (outputs of several runs, two input sets, torch.compile's buffers), each within
+// the memory band. A module that needs more fails memory_band in its own worker, never a neighbour's
+// job; the trainer leaves workers x (this + a CUDA context) out of the verifier's device memory.
+int64_t validation_memory_cap(const ValidationOptions& opts);
+
 struct TaskValidation {
     bool valid = false;
     std::map<std::string, std::string> checks;   // name -> pass | fail | skip

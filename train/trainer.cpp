@@ -212,16 +212,6 @@ public:
         if (cfg.propose.enabled)
             proposer_ = std::make_unique<Policy>("proposer", cfg.proposer, proposer_dir, cfg.device,
                                                  derive_seed(cfg.seed, 0, 101));
-        VerifyOptions vo;
-        vo.device = cfg.verify_device;
-        vo.trials = cfg.verifier.trials;
-        vo.timing_iters = cfg.verifier.timing_iters > 0 ? cfg.verifier.timing_iters : (cfg.verify_device == "cpu" ? 10 : 100);
-        vo.strict = cfg.verifier.policy == "strict";
-        vo.timeout_s = cfg.verifier.timeout_s;
-        vo.lanes = cfg.verifier.workers;
-        vo.compile_workers = cfg.verifier.workers;
-        verifier_ = make_verify_service(cfg.verifier.url, vo);
-        verifier_->start();
         PipelineOptions po;
         po.validation.device = cfg.verify_device;
         po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
@@ -232,6 +222,20 @@ public:
         po.validation.warm_up = true;
         // Every local rank validates at the same time: their workers share the host's CPUs.
         if (dp_) po.validation.processes_on_host = DistEnv::from_environment().value_or(DistEnv{}).local_world;
+        VerifyOptions vo;
+        vo.device = cfg.verify_device;
+        vo.trials = cfg.verifier.trials;
+        vo.timing_iters = cfg.verifier.timing_iters > 0 ? cfg.verifier.timing_iters : (cfg.verify_device == "cpu" ? 10 : 100);
+        vo.strict = cfg.verifier.policy == "strict";
+        vo.timeout_s = cfg.verifier.timeout_s;
+        vo.lanes = cfg.verifier.workers;
+        vo.compile_workers = cfg.verifier.workers;
+        // The validators share the device with the verifier's jobs and start after it: what they may
+        // hold is left out of its memory.
+        if (const int64_t cap = validation_memory_cap(po.validation); cap > 0)
+            vo.reserved_device_bytes = po.validation.workers * (cap + kCudaContextBytes);
+        verifier_ = make_verify_service(cfg.verifier.url, vo);
+        verifier_->start();
         if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
         else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }

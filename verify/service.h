@@ -3,6 +3,7 @@
 // --jobs, bench, the trainer's judge) talks to this interface.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +15,13 @@ namespace kz {
 struct VerifyOptions {
     std::string device = "cpu";            // cpu | cuda | cuda:N
     int trials = 5;
-    int timing_iters = 100;
+    int timing_iters = 100;                // the most timed iterations of one measurement
+    // Adaptive timing: after min_timing_iters, a measurement stops once its median is known to
+    // +-timing_precision (relative half-width of a ~95% interval) or its timed iterations add up
+    // to timing_budget_ms. Baselines and candidates are timed alike.
+    int min_timing_iters = 10;
+    double timing_precision = 0.01;
+    double timing_budget_ms = 1000;
     int warmup = 3;
     bool strict = true;
     double timeout_s = 120;                // one candidate run (trials, timing, checks)
@@ -24,8 +31,14 @@ struct VerifyOptions {
     bool require_custom_kernel = true;     // see AssemblyPolicy
     int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
     double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
-    int lanes = 1;                         // reference + candidate worker pairs
-    int compile_workers = 1;
+    int lanes = 1;                         // reference + candidate worker pairs; 0: auto_lanes()
+    int compile_workers = 1;               // 0: as many as lanes
+    // Device memory the verifier's jobs may use at once; 0: what is free once its workers are up,
+    // less a margin (verify/device_memory.h).
+    int64_t device_memory_bytes = 0;
+    // Device memory that others in this process take beside the verifier's jobs after it started
+    // (the trainer's task validators): left out of the measured capacity.
+    int64_t reserved_device_bytes = 0;
     int spare_children = 1;                // warm candidate children kept ready per lane
     int max_attempts = 3;
     std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
@@ -54,6 +67,12 @@ public:
     // The settings verdicts are asked with (a farm's daemons must verify with the same).
     virtual const VerifyOptions& options() const = 0;
 };
+
+// Lanes for --workers auto: half the host's cores (a lane is two busy processes), at most 8, and no
+// more than one per 16 GiB of device memory (CPU: no device bound).
+int auto_lanes(int host_cores, int64_t device_total_bytes);
+// The CPUs this process may run on.
+int host_cores();
 
 // "" or "local": the in-process pool with `opts`; "redis://host:port[/db]": the farm at that broker,
 // asking for `opts`' settings. Not started. Throws std::invalid_argument for another URL.

@@ -34,6 +34,9 @@ struct Verdict {
     std::string device, backend, log;
     int attempts = 1;
     nlohmann::json stages = nlohmann::json::object();  // seconds per named stage (controller and child)
+    // Device memory: the job's need by process, what was admitted beside it, the candidate's cap and
+    // peak, and a first run's failure when it was run again alone (null on the CPU).
+    nlohmann::json memory;
 
     bool correct() const { return status == Status::correct; }
     nlohmann::json to_json() const;
@@ -54,9 +57,10 @@ struct AssemblyPolicy {
 // Everything the workers said about one job. Missing parts are null.
 struct JobReplies {
     nlohmann::json compile;    // compile worker: static checks and build
-    nlohmann::json run;        // candidate worker
-    nlohmann::json compare;    // reference worker
-    nlohmann::json baseline;   // cached or fresh reference timings
+    nlohmann::json run;        // candidate worker: what the child ran, and why it stopped
+    nlohmann::json compare;    // reference worker: each output's comparison, as the child sent them
+    nlohmann::json baseline;   // cached or fresh reference timings, with the task's memory footprint
+    nlohmann::json memory;     // the device memory admitted for the job (see Verdict::memory)
     std::string device;        // "cpu" or "cuda:N"
     std::string backend;
     nlohmann::json stages = nlohmann::json::object();  // controller stage -> seconds

@@ -1,8 +1,10 @@
 #include "verify/verifier.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -73,20 +75,47 @@ Verifier::Verifier(VerifyOptions opts) : opts_(std::move(opts)) {
     if (opts_.worker_command.empty()) opts_.worker_command = {default_python(), "-m", "kernelzero.worker"};
     if (opts_.python_dir.empty()) opts_.python_dir = default_python_dir();
     if (opts_.compile_baseline < 0) opts_.compile_baseline = is_cpu(opts_.device) ? 0 : 1;
-    if (opts_.lanes < 1) opts_.lanes = 1;
-    if (opts_.compile_workers < 1) opts_.compile_workers = 1;
+    if (opts_.lanes < 0) opts_.lanes = 1;
     baselines_ = std::make_unique<BaselineCache>(opts_.cache_dir + "/baselines.sqlite");
-    for (int i = 0; i < opts_.compile_workers; ++i) {
+    // Lanes and compile workers set to auto (0) are counted in start(), once the device is known;
+    // until then one lane and one compile worker stand in.
+    make_lanes(std::max(1, opts_.lanes));
+    for (int i = 0; i < std::max(1, opts_.compile_workers); ++i) {
         compilers_.push_back(std::make_unique<Worker>(worker_config("compile", i)));
         free_compilers_.push_back(compilers_.back().get());
     }
-    for (int i = 0; i < opts_.lanes; ++i) {
+}
+
+void Verifier::make_lanes(int n) {
+    while (static_cast<int>(lanes_.size()) < n) {
+        const int i = static_cast<int>(lanes_.size());
         auto lane = std::make_unique<Lane>();
         lane->reference = std::make_unique<Worker>(worker_config("reference", i));
         lane->candidate = std::make_unique<Worker>(worker_config("candidate", i));
         free_lanes_.push_back(lane.get());
         lanes_.push_back(std::move(lane));
     }
+}
+
+int host_cores() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int auto_lanes(int host_cores, int64_t device_total_bytes) {
+    int lanes = std::clamp(host_cores / 2, 1, 8);
+    if (device_total_bytes > 0) lanes = std::min<int>(lanes, static_cast<int>(std::max<int64_t>(1, device_total_bytes / (16 * kGiB))));
+    return lanes;
+}
+
+json Verifier::timing_request_fields() const {
+    return {{"timing_iters", opts_.timing_iters},
+            {"min_iters", opts_.min_timing_iters},
+            {"precision", opts_.timing_precision},
+            {"budget_ms", opts_.timing_budget_ms},
+            {"keep_sets_bytes", kKeptTimingSetBytes},
+            {"lock_path", opts_.work_dir + "/device.lock"}};
 }
 
 Verifier::~Verifier() {
@@ -130,7 +159,8 @@ int Verifier::worker_starts() const {
 void Verifier::start() {
     // The device's identity first: its architecture goes into the environment of the compile
     // workers and candidate children (load_inline builds must see the same TORCH_CUDA_ARCH_LIST on
-    // both sides, or the child would rebuild), so they are configured after it is known.
+    // both sides, or the child would rebuild), so they are configured after it is known; so are the
+    // lanes when their number is automatic (it depends on the device's memory).
     Worker& probe = *lanes_[0]->reference;
     Reply info = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(180000));
     if (info.status != ReplyStatus::ok)
@@ -138,16 +168,24 @@ void Verifier::start() {
     device_name_ = info.body.value("device_name", std::string("unknown"));
     torch_version_ = info.body.value("torch", std::string("unknown"));
     timing_method_ = info.body.value("timing_method", std::string("unknown"));
-    if (info.body.contains("arch") && info.body["arch"].is_object()) {
-        nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
-        torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
+    const json& mem = info.body.value("memory", json());
+    const int64_t device_total = mem.is_object() ? mem.value("total", int64_t{0}) : 0;
+    {
         std::lock_guard lock(mu_);
-        for (size_t i = 0; i < lanes_.size(); ++i)
-            lanes_[i]->candidate = std::make_unique<Worker>(worker_config("candidate", static_cast<int>(i)));
+        if (opts_.lanes == 0) opts_.lanes = auto_lanes(host_cores(), device_total);
+        if (opts_.compile_workers < 1) opts_.compile_workers = opts_.lanes;
+        make_lanes(opts_.lanes);
+        if (info.body.contains("arch") && info.body["arch"].is_object()) {
+            nvrtc_arch_ = info.body["arch"].value("nvrtc", std::string());
+            torch_arch_list_ = info.body["arch"].value("torch_arch_list", std::string());
+            for (size_t i = 0; i < lanes_.size(); ++i)
+                lanes_[i]->candidate = std::make_unique<Worker>(worker_config("candidate", static_cast<int>(i)));
+        }
+        compilers_.clear();
         free_compilers_.clear();
-        for (size_t i = 0; i < compilers_.size(); ++i) {
-            compilers_[i] = std::make_unique<Worker>(worker_config("compile", static_cast<int>(i)));
-            free_compilers_.push_back(compilers_[i].get());
+        for (int i = 0; i < opts_.compile_workers; ++i) {
+            compilers_.push_back(std::make_unique<Worker>(worker_config("compile", i)));
+            free_compilers_.push_back(compilers_.back().get());
         }
     }
     std::vector<Worker*> all;
@@ -164,11 +202,26 @@ void Verifier::start() {
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
     for (auto& l : lanes_) l->candidate->request({{"op", "warm"}}, milliseconds(60000));  // first spare child
+    if (!is_cpu(opts_.device)) {
+        // Every worker holds its CUDA context now (the spares opened theirs while warming up): what
+        // is free is what the jobs can have, less the contexts still to come and a margin.
+        int64_t capacity = opts_.device_memory_bytes;
+        if (capacity <= 0) {
+            Reply now = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(60000));
+            const json& m = now.body.value("memory", json());
+            if (now.status != ReplyStatus::ok || !m.is_object())
+                throw std::runtime_error("the reference worker cannot read the memory of " + opts_.device + ": " + now.detail);
+            capacity = device_capacity(m.value("total", int64_t{0}), m.value("free", int64_t{0}), opts_.lanes,
+                                       opts_.reserved_device_bytes);
+        }
+        budget_ = std::make_unique<DeviceMemoryBudget>(capacity);
+    }
 }
 
 void Verifier::shutdown() {
     shut_down_ = true;
     cv_.notify_all();
+    if (budget_) budget_->wake();
     for (auto& w : compilers_) w->stop();
     for (auto& l : lanes_) {
         l->reference->stop();
@@ -207,6 +260,9 @@ Verdict Verifier::verify(const Job& job) {
 json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed) {
     BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, timing_method_,
                     opts_.timing_iters, opts_.compile_baseline == 1};
+    // Adaptive timing is part of the method: baselines measured otherwise are not reused.
+    key.timing_method += "/adaptive-" + std::to_string(opts_.min_timing_iters) + "-" + json(opts_.timing_precision).dump() +
+                         "-" + json(opts_.timing_budget_ms).dump();
     std::string lock_key = key.task_hash;
     std::shared_ptr<std::mutex> m;
     {
@@ -217,22 +273,157 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
     }
     std::lock_guard one_measurement(*m);  // concurrent jobs of one task measure it once
     if (auto cached = baselines_->get(key)) return *cached;
-    Reply r = lane.reference->request({{"op", "baseline"},
-                                       {"task_source", job.task_source},
-                                       {"device", lane.reference->config().device},
-                                       {"timing_iters", opts_.timing_iters},
-                                       {"with_compile", opts_.compile_baseline == 1},
-                                       {"lock_path", opts_.work_dir + "/device.lock"}},
-                                      secs(opts_.compile_timeout_s + 60));
-    if (r.status != ReplyStatus::ok) {
-        worker_failed = r.worker_failure();
-        error = r.detail;
-        return json();
+    const std::string dev = lane.reference->config().device;
+    json req = timing_request_fields();
+    req.update({{"op", "baseline"}, {"task_source", job.task_source}, {"device", dev},
+                {"with_compile", opts_.compile_baseline == 1}});
+    // Admission: the footprint estimated from shapes (the measurement itself gives the real one); a
+    // task that cannot be estimated, or that ran out of memory beside other jobs, is measured alone.
+    bool alone = false;
+    int64_t need = 0;
+    if (budget_) {
+        Reply fp = lane.reference->request({{"op", "footprint"}, {"task_source", job.task_source}}, milliseconds(120000));
+        if (fp.status != ReplyStatus::ok) {
+            worker_failed = fp.worker_failure();
+            error = fp.detail;
+            return json();
+        }
+        auto estimate = TaskFootprint::from_json(fp.body, false);
+        alone = !estimate;
+        need = estimate ? std::min(baseline_memory(*estimate), budget_->capacity()) : budget_->capacity();
     }
-    json value = r.body;
-    value.erase("id");
-    baselines_->put(key, value);
-    return value;
+    for (;;) {
+        DeviceMemoryBudget::Reservation admitted;
+        if (budget_) {
+            admitted = alone ? budget_->acquire_all(shut_down_) : budget_->acquire(need, shut_down_);
+            if (!admitted.admitted()) {
+                error = "the verifier is shutting down";
+                return json();
+            }
+        }
+        Reply r = lane.reference->request(req, secs(opts_.compile_timeout_s + 60));
+        if (r.status == ReplyStatus::failed && r.body.value("memory_failure", false) && budget_ && !alone) {
+            alone = true;  // measured again with the device to itself
+            continue;
+        }
+        if (r.status != ReplyStatus::ok) {
+            worker_failed = r.worker_failure();
+            error = r.detail;
+            if (r.body.value("memory_failure", false))
+                error = "the task does not fit on this device even alone (" + gib(budget_ ? budget_->capacity() : 0) +
+                        " for the verifier's jobs): " + r.detail;
+            return json();
+        }
+        json value = r.body;
+        value.erase("id");
+        baselines_->put(key, value);
+        return value;
+    }
+}
+
+struct Verifier::LaneRun {
+    std::string infra;            // set: the attempt failed for a reason of the verifier's, not the candidate's
+    bool retry = false;           // ... and may be retried
+    bool memory_trouble = false;  // it may have failed for want of memory while sharing the device
+};
+
+Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMemory& need, bool alone, double timeout_s,
+                                        JobReplies& replies) {
+    LaneRun out;
+    auto mark = Clock::now();
+    auto lap = [&](const std::string& name) {
+        auto now = Clock::now();
+        replies.stages[name] = std::chrono::duration<double>(now - mark).count();
+        mark = now;
+    };
+    const std::string suffix = alone ? "_alone" : "";
+    DeviceMemoryBudget::Reservation admitted;
+    int64_t cap = 0;
+    if (budget_) {
+        try {
+            admitted = alone ? budget_->acquire_all(shut_down_) : budget_->acquire(need.total(), shut_down_);
+        } catch (const std::length_error& e) {
+            out.infra = std::string("the task cannot run on this device even alone: the job ") + e.what();
+            return out;
+        }
+        if (!admitted.admitted()) {
+            out.infra = "the verifier is shutting down";
+            return out;
+        }
+        cap = alone ? budget_->capacity() - std::min(need.reference, budget_->capacity() / 2) : need.candidate;
+        replies.memory = {{"need", need.to_json()}, {"admitted", admitted.bytes()}, {"beside", admitted.beside()},
+                          {"candidate_cap", cap}, {"alone", alone}};
+        lap("wait_memory" + suffix);
+    }
+    const std::string dev = lane.reference->config().device;
+    const std::string job_id = (job.id.empty() ? "" : job.id + "-") + std::to_string(++job_counter_);
+    const uint64_t seed = secret_seed();
+    Reply open = lane.reference->request({{"op", "open_job"},
+                                          {"job_id", job_id},
+                                          {"task_source", job.task_source},
+                                          {"device", dev},
+                                          {"seed", seed},
+                                          {"trials", opts_.trials},
+                                          {"timeout_s", timeout_s},
+                                          {"lock_path", opts_.work_dir + "/device.lock"},
+                                          {"tolerances", {{"torch.float32", {opts_.atol, opts_.rtol}}}}},
+                                         secs(60));
+    if (open.status != ReplyStatus::ok) {
+        out.retry = open.worker_failure();
+        out.infra = "reference worker: " + open.detail;
+        return out;
+    }
+    json run_req = timing_request_fields();
+    run_req.update({{"op", "run"},
+                    {"job_id", job_id},
+                    {"task_source", job.task_source},
+                    {"candidate_source", job.candidate_source},
+                    {"backend", job.backend},
+                    {"device", dev},
+                    {"seed", seed},
+                    {"trials", opts_.trials},
+                    {"warmup", opts_.warmup},
+                    {"channel", open.body.value("channel", json())},
+                    {"poison_bytes", replies.baseline.is_object() ? replies.baseline.value("memory", json::object()).value("outputs", int64_t{0}) : 0},
+                    {"memory_cap_bytes", cap > 0 ? json(cap) : json(nullptr)},
+                    {"kernel_names", replies.compile.value("kernel_names", json::array())},
+                    {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
+                    {"timeout_s", timeout_s},
+                    {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
+                    {"threads", is_cpu(dev) ? 1 : 4}});
+    Reply rr = lane.candidate->request(run_req, secs(timeout_s + 90));
+    lap("candidate_run" + suffix);
+    // The child has ended (its connection with it): the reference's comparisons end too.
+    Reply cmp = lane.reference->request({{"op", "close_job"}, {"job_id", job_id}, {"wait_s", 60}}, secs(120));
+    lap("compare" + suffix);
+    admitted.release();
+    if (rr.body.value("cuda_error", false)) lane.candidate->stop();  // replaced on its next request
+    const std::string job_dir = rr.body.value("job_dir", std::string());
+    if (!job_dir.empty() && job_dir.rfind(opts_.work_dir, 0) == 0) {
+        std::error_code ec;
+        std::filesystem::remove_all(job_dir, ec);
+    }
+    // A reply without a failure kind is the fork server's own failure, not the candidate's.
+    if (rr.status != ReplyStatus::ok && !(rr.status == ReplyStatus::failed && rr.body.contains("kind"))) {
+        out.retry = true;
+        out.infra = "candidate worker: " + rr.detail;
+        return out;
+    }
+    replies.run = rr.body;
+    if (cmp.status != ReplyStatus::ok) {
+        out.retry = true;
+        out.infra = "reference worker: " + cmp.detail;
+        if (cmp.worker_failure() || cmp.status == ReplyStatus::failed) lane.reference->stop();
+        return out;
+    }
+    replies.compare = cmp.body;
+    const bool child_memory = rr.body.value("memory_error", false) || rr.body.value("crashed", false);
+    const bool reference_memory = cmp.body.contains("memory_failure");
+    out.memory_trouble = budget_ && (child_memory || reference_memory);
+    if (alone && reference_memory)
+        out.infra = "the reference runs out of device memory with the device to itself (" + gib(budget_->capacity()) +
+                    " for the verifier's jobs): " + cmp.body.value("memory_failure", std::string());
+    return out;
 }
 
 Verdict Verifier::attempt(const Job& job, bool& retry) {
@@ -242,7 +433,11 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     JobReplies replies;
     replies.device = opts_.device;
     replies.backend = job.backend;
-    auto infra = [&](const std::string& why) { return early_verdict(Status::infra_error, why, opts_.device, job.backend); };
+    auto infra = [&](const std::string& why) {
+        Verdict v = early_verdict(Status::infra_error, why, opts_.device, job.backend);
+        v.stages = replies.stages;
+        return v;
+    };
 
     // Compile side.
     auto mark = Clock::now();
@@ -280,7 +475,6 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
         Lane* l;
         ~Release() { v->give(v->free_lanes_, l); }
     } release{this, lane};
-    const std::string dev = lane->reference->config().device;
 
     std::string berr;
     bool bfail = false;
@@ -290,73 +484,50 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
         retry = bfail;
         return infra((bfail ? "reference worker: " : "the task cannot be timed: ") + berr);
     }
+    // The task's measured footprint decides the job's memory (a baseline without one, from the CPU,
+    // needs no admission).
+    const auto footprint = TaskFootprint::from_json(replies.baseline.value("memory", json()), true);
+    const JobMemory need = footprint ? job_memory(*footprint) : JobMemory{};
+    const bool unmeasured = budget_ && !footprint;
 
-    const std::string job_id = job.id.empty() ? std::to_string(++job_counter_) : job.id + "-" + std::to_string(++job_counter_);
-    const uint64_t seed = secret_seed();
-    json tolerances = {{"torch.float32", {opts_.atol, opts_.rtol}}};
-    Reply pr = lane->reference->request({{"op", "prepare"},
-                                         {"job_id", job_id},
-                                         {"task_source", job.task_source},
-                                         {"device", dev},
-                                         {"seed", seed},
-                                         {"trials", opts_.trials}},
-                                        secs(timeout_s + 60));
-    lap("reference");
-    if (pr.status != ReplyStatus::ok) {
-        retry = pr.worker_failure();
-        return infra((pr.body.value("task_error", false) ? "the task is broken: " : "reference worker: ") + pr.detail);
+    LaneRun run = run_on_lane(*lane, job, need, unmeasured, timeout_s, replies);
+    if (run.memory_trouble && !unmeasured && run.infra.empty()) {
+        // It may have failed for want of memory its neighbours held: run it again with the device to
+        // itself before anything is said about the candidate.
+        const json first = {{"run", replies.run}, {"compare", replies.compare}, {"memory", replies.memory}};
+        replies.run = replies.compare = json();
+        run = run_on_lane(*lane, job, need, true, timeout_s, replies);
+        const std::string reference_failure = first["compare"].value("memory_failure", std::string());
+        replies.memory["first_run"] = {
+            {"reason", reference_failure.empty() ? first["run"].value("reason", std::string()) : reference_failure},
+            {"memory", first["run"].value("memory", json())},
+            {"beside", first["memory"].value("beside", int64_t{0})}};
     }
-    json run_req = {{"op", "run"},
-                    {"job_id", job_id},
-                    {"task_source", job.task_source},
-                    {"candidate_source", job.candidate_source},
-                    {"backend", job.backend},
-                    {"device", dev},
-                    {"seed", seed},
-                    {"trials", opts_.trials},
-                    {"timing_iters", opts_.timing_iters},
-                    {"warmup", opts_.warmup},
-                    {"expected_meta", pr.body["meta"]},
-                    {"expected_bytes", pr.body.value("bytes", 0)},
-                    {"kernel_names", replies.compile.value("kernel_names", json::array())},
-                    {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
-                    {"lock_path", opts_.work_dir + "/device.lock"},
-                    {"timeout_s", timeout_s},
-                    {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
-                    {"threads", is_cpu(dev) ? 1 : 4}};
-    Reply rr = lane->candidate->request(run_req, secs(timeout_s + 90));
-    lap("candidate_run");
-    // A reply without a failure kind is the fork server's own failure, not the candidate's.
-    if (rr.status != ReplyStatus::ok && !(rr.status == ReplyStatus::failed && rr.body.contains("kind"))) {
-        lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
-        retry = true;
-        return infra("candidate worker: " + rr.detail);
-    }
-    replies.run = rr.body;
-    const std::string job_dir = rr.body.value("job_dir", std::string());
-    if (rr.body.value("cuda_error", false)) lane->candidate->stop();  // replaced on its next request
-
-    if (rr.body.value("ok", false) && rr.body.contains("outputs_path")) {
-        Reply cmp = lane->reference->request({{"op", "compare"},
-                                              {"job_id", job_id},
-                                              {"outputs_path", rr.body["outputs_path"]},
-                                              {"tolerances", tolerances}},
-                                             secs(timeout_s + 60));
-        if (cmp.status != ReplyStatus::ok) {
-            retry = cmp.worker_failure();
-            return infra("reference worker: " + cmp.detail);
-        }
-        replies.compare = cmp.body;
-        lap("compare");
-    } else {
-        lane->reference->request({{"op", "drop"}, {"job_id", job_id}}, secs(30));
-    }
-    if (!job_dir.empty() && job_dir.rfind(opts_.work_dir, 0) == 0) {
-        std::error_code ec;
-        std::filesystem::remove_all(job_dir, ec);
+    if (!run.infra.empty()) {
+        retry = run.retry;
+        return infra(run.infra);
     }
     Verdict v = assemble_verdict(replies, policy);
-    if (v.status == Status::infra_error && rr.body.value("kind", "") == "infra_error") retry = false;
+    if (run.memory_trouble && replies.memory.value("alone", false) && replies.run.value("memory_error", false) &&
+        footprint) {
+        // Out of memory with the device to itself: the candidate's doing only if it needs clearly more
+        // than the reference; otherwise the device itself is short (another process holds memory).
+        const json& m = replies.run.value("memory", json::object());
+        const int64_t held = m.value("peak_bytes", int64_t{0}) + m.value("tried_bytes", int64_t{0});
+        const std::string figures = "it needed at least " + gib(held) + " (its allocator may hold " +
+                                    gib(m.value("cap_bytes", int64_t{0})) + "), the reference needs " +
+                                    gib(footprint->reference_peak());
+        if (clearly_more_than_reference(held, *footprint)) {
+            v.reason = "ran out of device memory with the device to itself: " + figures + ". " + v.reason;
+        } else {
+            v = infra("out of device memory with the device to itself, though " + figures +
+                      ": the device is short of memory");
+        }
+    }
+    if (v.status == Status::infra_error && replies.run.value("kind", "") == "infra_error")
+        retry = replies.run.value("retry", false);
+    if (v.status == Status::infra_error && replies.compare.value("channel_error", json()).is_string()) retry = true;
+    if (v.memory.is_null()) v.memory = replies.memory;
     return v;
 }
 

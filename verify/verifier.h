@@ -5,6 +5,11 @@
 // and blocking; running it from several threads pipelines compilation with execution. A worker that
 // crashes, hangs or breaks the protocol is replaced and the job retried (up to max_attempts); if it
 // still fails the verdict is infra_error, which is never a reward.
+//
+// On a GPU, device memory is scheduled (verify/device_memory.h): a job runs once its measured need
+// fits beside the jobs already admitted. A candidate that runs out of memory (or whose cuDNN fails,
+// or whose process dies without a result) while other jobs share the device is run again alone; it
+// is blamed only when, alone, it needs clearly more than the reference.
 #pragma once
 
 #include <atomic>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "verify/baseline_cache.h"
+#include "verify/device_memory.h"
 #include "verify/service.h"
 #include "verify/verdict.h"
 #include "verify/worker.h"
@@ -43,6 +49,9 @@ public:
     void shutdown() override;
 
     const std::string& device_name() const { return device_name_; }
+    // The device memory budget (null on the CPU or before start()).
+    const DeviceMemoryBudget* memory_budget() const { return budget_.get(); }
+    int lanes() const { return static_cast<int>(lanes_.size()); }
     const std::string& torch_version() const { return torch_version_; }
     const VerifyOptions& options() const override { return opts_; }
     int worker_starts() const;  // total process starts, for tests of replacement
@@ -54,6 +63,7 @@ private:
     VerifyOptions opts_;
     std::string device_name_, torch_version_, timing_method_, nvrtc_arch_, torch_arch_list_;
     std::unique_ptr<BaselineCache> baselines_;
+    std::unique_ptr<DeviceMemoryBudget> budget_;
     std::vector<std::unique_ptr<Worker>> compilers_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     std::vector<Worker*> free_compilers_;
@@ -87,6 +97,13 @@ private:
     // One attempt; sets `retry` when a worker failed and the job may be retried.
     Verdict attempt(const Job& job, bool& retry);
     nlohmann::json baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed);
+    struct LaneRun;
+    // Admits the job's memory (all of the device when `alone`), then runs it: the reference listens,
+    // the candidate child runs and sends its outputs, the reference returns its comparisons.
+    LaneRun run_on_lane(Lane& lane, const Job& job, const JobMemory& need, bool alone, double timeout_s,
+                        JobReplies& replies);
+    void make_lanes(int n);
+    nlohmann::json timing_request_fields() const;
 };
 
 }  // namespace kz

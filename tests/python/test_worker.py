@@ -1,12 +1,16 @@
 """Unit tests of the worker's Python pieces (run by ctest: python -m unittest discover tests/python)."""
 import os
+import socket
 import tempfile
+import threading
+import time
 import unittest
+from unittest import mock
 
 import torch
 
 from kernelzero import cuda as kzc
-from kernelzero.worker import harness, protocol, static_checks
+from kernelzero.worker import harness, protocol, static_checks, transfer
 
 
 class ParameterKinds(unittest.TestCase):
@@ -111,6 +115,236 @@ class Compare(unittest.TestCase):
         self.assertFalse(harness.compare(r, r.double())["meta"])
         self.assertFalse(harness.compare(r, (r,))["ok"])
         self.assertFalse(harness.compare(r, r[:5])["ok"])
+
+
+class ChunkedCompare(unittest.TestCase):
+    """Comparisons run in chunks (bounded scratch on multi-GiB outputs) and must say what a whole-tensor
+    comparison says, on every layout."""
+
+    def check_same(self, r, o):
+        whole = harness.compare(r, o)
+        with mock.patch.object(harness, "COMPARE_CHUNK", 7):
+            chunked = harness.compare(r, o)
+        self.assertEqual(whole["ok"], chunked["ok"], (whole, chunked))
+        self.assertEqual(whole.get("reason"), chunked.get("reason"))
+        if whole["max_abs_err"] is not None:
+            self.assertAlmostEqual(whole["max_abs_err"], chunked["max_abs_err"])
+        return chunked
+
+    def test_layouts(self):
+        r = torch.randn(9, 13, 5)
+        self.assertTrue(self.check_same(r, r + 1e-4)["ok"])
+        self.assertTrue(self.check_same(r.transpose(0, 2), r.transpose(0, 2).contiguous())["ok"])
+        self.assertTrue(self.check_same(r[:, ::2], r[:, ::2].clone())["ok"])
+        e = torch.randn(1, 13).expand(40, 13)
+        self.assertTrue(self.check_same(e, e.contiguous())["ok"])
+        bad = r.clone()
+        bad[8, 12, 4] += 1.0
+        res = self.check_same(r, bad)
+        self.assertIn("1 of 585 elements", res["reason"])
+        nan = r.clone()
+        nan[4, 0, 0] = float("nan")
+        self.assertIn("NaN/Inf", self.check_same(r, nan)["reason"])
+        soft = torch.softmax(torch.rand(8, 4096), dim=-1)
+        self.assertIn("relative L2", self.check_same(soft, torch.zeros_like(soft))["reason"])
+        ints = torch.arange(100).reshape(10, 10)
+        other = ints.clone()
+        other[3, 3] = -1
+        self.assertIn("1 of 100 elements differ", self.check_same(ints, other)["reason"])
+
+    def test_inputs_compared_bit_for_bit(self):
+        x = torch.randn(64)
+        self.assertIsNone(harness.first_changed([x.clone(), 3], [x, 3]))
+        y = x.clone()
+        y[5] = -y[5]
+        self.assertEqual(harness.first_changed([x], [y]), 0)
+        n = torch.full((4,), float("nan"))
+        self.assertIsNone(harness.first_changed([n.clone()], [n]))  # NaN equals itself bit for bit
+        self.assertEqual(harness.first_changed([torch.zeros(3, dtype=torch.bfloat16)],
+                                               [torch.ones(3, dtype=torch.bfloat16)]), 0)
+
+
+class Timing(unittest.TestCase):
+    def test_median_interval(self):
+        self.assertIsNone(harness.median_ci_halfwidth([1.0] * 5))
+        self.assertEqual(harness.median_ci_halfwidth([1.0] * 10), 0.0)
+        vals = list(range(1, 11))  # the interval runs from the 2nd to the 9th value
+        self.assertEqual(harness.median_ci_halfwidth(vals), (9 - 2) / 2)
+
+    def test_adaptive_length(self):
+        calls = []
+
+        def fn(x):
+            calls.append(1)
+            return x + 1
+
+        sets = [[torch.zeros(4)], [torch.ones(4)], [torch.full((4,), 2.0)]]
+        timing, last = harness.time_callable(fn, sets, "cpu", 100, warmup=1, min_iters=4, budget_ms=1e-9)
+        self.assertEqual(timing["host_ms"]["n"], 4)  # the budget is spent at once: the floor decides
+        self.assertEqual(len(calls), 1 + 4 + 3)     # warm-up, timed, one untimed call per set
+        self.assertEqual([float(o[0]) for o in last], [1.0, 2.0, 3.0])
+        timing, _ = harness.time_callable(fn, sets, "cpu", 6, warmup=0)
+        self.assertEqual(timing["host_ms"]["n"], 6)
+
+    def test_kept_outputs_go_to_the_callback_and_stop_ends_the_loop(self):
+        kept = []
+        sets = [[torch.zeros(2)], [torch.ones(2)], [torch.full((2,), 2.0)]]
+        _, last = harness.time_callable(lambda x: x * 2, sets, "cpu", 3, warmup=0,
+                                        keep=lambda m, out: kept.append((m, float(out[0]))))
+        self.assertEqual(sorted(kept), [(0, 0.0), (1, 2.0), (2, 4.0)])
+        self.assertEqual(last, [None, None, None])
+
+        def stop(m, out):
+            raise harness.Stop()
+        with self.assertRaises(harness.Stop):
+            harness.time_callable(lambda x: x, sets, "cpu", 3, warmup=0, keep=stop)
+
+    def test_input_sets_kept_or_made_again(self):
+        made = []
+
+        def make(seed):
+            made.append(seed)
+            return [torch.full((1000,), float(seed))]
+        kept = harness.InputSets(make, [1, 2, 3], keep_bytes=1 << 20)
+        self.assertEqual(made, [1, 2, 3])
+        self.assertEqual(float(kept.get(2)[0][0]), 3.0)
+        self.assertEqual(made, [1, 2, 3])
+        made.clear()
+        lazy = harness.InputSets(make, [1, 2, 3], keep_bytes=100)  # 4000 bytes a set: made when needed
+        self.assertEqual(made, [1])
+        self.assertEqual(float(lazy.get(0)[0][0]), 1.0)
+        self.assertEqual(float(lazy.get(1)[0][0]), 2.0)
+        self.assertEqual(float(lazy.get(0)[0][0]), 1.0)
+        self.assertEqual(made, [1, 2, 1])
+
+    def test_inputs_on_the_meta_device_cost_nothing(self):
+        class Task:
+            @staticmethod
+            def get_inputs():
+                return [torch.randn(1 << 20, 1 << 20)]  # 4 TiB: only shapes on the meta device
+        (x,) = harness.make_inputs(Task, 1, "meta")
+        self.assertEqual(x.device.type, "meta")
+
+
+class DeviceLock(unittest.TestCase):
+    def test_readers_share_writers_exclude_and_queue_ahead(self):
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+        events = []
+        with harness.device_lock(path, exclusive=False):
+            with harness.device_lock(path, exclusive=False):
+                events.append("two readers")
+            writer_in = threading.Event()
+
+            def writer():
+                with harness.device_lock(path, exclusive=True):
+                    events.append("writer")
+                    writer_in.set()
+                    time.sleep(0.2)
+
+            def late_reader():
+                with harness.device_lock(path, exclusive=False):
+                    events.append("late reader")
+            w = threading.Thread(target=writer)
+            w.start()
+            time.sleep(0.2)  # the writer now waits for the first reader, holding the turnstile
+            r = threading.Thread(target=late_reader)
+            r.start()
+            time.sleep(0.2)
+            self.assertFalse(writer_in.is_set())
+            self.assertEqual(events, ["two readers"])  # the late reader queues behind the writer
+        w.join()
+        r.join()
+        self.assertEqual(events, ["two readers", "writer", "late reader"])
+
+
+class Transfer(unittest.TestCase):
+    """The channel between the candidate child and the reference, on CPU tensors (their storages'
+    bytes travel once the reference accepts the description)."""
+
+    def round_trip(self, out, accept=True):
+        a, b = socket.socketpair()
+        received = {}
+
+        def child():
+            desc, tensors = transfer.describe(out)
+            transfer._send_frame(a, {"slot": "trial", "index": 0, "out": desc})
+            if transfer._recv_frame(a).get("bytes"):
+                for t, must in tensors:
+                    a.sendall(transfer._storage_host_bytes(t))
+        t = threading.Thread(target=child)
+        t.start()
+        msg = transfer.recv_message(b)
+        transfer.accept_bytes(b, accept)
+        r = transfer.Received()
+        if accept:
+            received["out"] = r.build(msg["out"], b, "cpu")
+        received["desc"] = msg["out"]
+        t.join()
+        a.close()
+        b.close()
+        return received
+
+    def test_layouts_survive(self):
+        x = torch.randn(6, 8)
+        for out in (x, x.t(), x[1:4, ::2], torch.randn(1, 8).expand(5, 8), (x, 3, None), [x[0], x.to(torch.bfloat16)]):
+            got = self.round_trip(out)["out"]
+            self.assertTrue(harness.compare(out, got)["ok"], out)
+            self.assertEqual(harness.meta_of(out), transfer.meta_of_description(self.round_trip(out)["desc"]))
+
+    def test_refused_descriptions_send_no_bytes(self):
+        huge = torch.zeros(()).expand(1 << 20, 1 << 20)  # 4 TiB of view over 4 bytes
+        d = self.round_trip(huge, accept=False)["desc"]
+        self.assertEqual(d["storage_bytes"], 4)
+        self.assertEqual(d["shape"], [1 << 20, 1 << 20])
+
+    def test_subclasses_and_meta_are_described_not_sent(self):
+        class Sub(torch.Tensor):
+            pass
+        d, tensors = transfer.describe(torch.zeros(3).as_subclass(Sub))
+        self.assertEqual(d["kind"], "tensor subclass Sub")
+        self.assertEqual(tensors, [])
+        d, tensors = transfer.describe(torch.empty(3, device="meta"))
+        self.assertEqual((d["device"], tensors), ("meta", []))
+        mm = harness.meta_mismatch(harness.meta_of(torch.zeros(3)), transfer.meta_of_description(
+            transfer.describe(torch.zeros(3).as_subclass(Sub))[0]))
+        self.assertIn("tensor subclass Sub", mm)
+
+    def test_a_storage_outside_its_allocation_is_refused(self):
+        a, b = socket.socketpair()
+        desc = {"kind": "tensor", "shape": [4], "stride": [1], "dtype": "torch.float32", "device": "cpu",
+                "storage_bytes": 8, "offset": 0}  # 4 floats on 8 bytes
+        a.sendall(b"\0" * 8)
+        with self.assertRaises(RuntimeError):
+            transfer.Received().build(desc, b, "cpu")
+        a.close()
+        b.close()
+
+    def test_sender_and_listener(self):
+        path = os.path.join(tempfile.mkdtemp(), "c.sock")
+        listener = transfer.listen(path)
+        got = []
+
+        def reference():
+            conn, _ = listener.accept()
+            self.assertEqual(transfer.recv_message(conn)["token"], "secret")
+            while True:
+                msg = transfer.recv_message(conn)
+                if msg.get("end"):
+                    break
+                transfer.accept_bytes(conn, True)
+                out = transfer.Received().build(msg["out"], conn, "cpu")
+                got.append((msg["slot"], float(out.sum())))
+                transfer.reply(conn, msg["slot"] != "timing")
+            conn.close()
+        t = threading.Thread(target=reference)
+        t.start()
+        s = transfer.Sender(path, "secret")
+        self.assertTrue(s.send("trial", 0, torch.ones(3)))
+        self.assertFalse(s.send("timing", 1, torch.ones(2)))
+        s.close()
+        t.join()
+        listener.close()
+        self.assertEqual(got, [("trial", 3.0), ("timing", 2.0)])
 
 
 class Protocol(unittest.TestCase):

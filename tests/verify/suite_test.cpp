@@ -1,8 +1,10 @@
 // Runs a suite manifest (known-good, adversarial, bad input) through the real verifier and asserts the
 // exact verdict of every case on this device:
 //   suite_test --manifest M.json --device cpu|cuda [--lanes N] [--timing-iters N] [gtest flags]
-// A manifest is {"cases": [{"name", "task", "candidate", "backend", "timeout"?, "policy"?,
-//   "expect": {"cpu"|"cuda": {"status": S, "failed_any": [check, ...]?}}}]}, paths relative to it.
+// A manifest is {"cases": [{"name", "task", "candidate", "backend", "timeout"?, "repeat"?,
+//   "expect": {"cpu"|"cuda": {"status": S, "failed_any": [check, ...]?, "reason_contains": T?}}}],
+//   "shared_device"?: true}, paths relative to it. A case with "repeat": N is verified N times (as
+//   name#1..N); "shared_device" asserts that some job was admitted beside others on the device.
 // Cases without an expectation for the device are not run. The build cache is --cache-dir, else
 // $KZ_CACHE_DIR, else a fresh temporary directory.
 #include <gtest/gtest.h>
@@ -36,6 +38,9 @@ public:
         const auto& v = c_->verdict;
         std::string want = c_->expect.value("status", "");
         EXPECT_EQ(kz::to_string(v.status), want) << c_->name << ": " << v.reason << "\n" << v.log;
+        if (c_->expect.contains("reason_contains"))
+            EXPECT_NE(v.reason.find(c_->expect["reason_contains"].get<std::string>()), std::string::npos)
+                << c_->name << ": " << v.reason;
         if (c_->expect.contains("failed_any")) {
             bool any = false;
             std::string listed;
@@ -83,20 +88,23 @@ int main(int argc, char** argv) {
     std::string suite = std::filesystem::path(manifest).parent_path().filename().string();
     for (auto& c : m["cases"]) {
         if (!c.contains("expect") || !c["expect"].contains(dev_key)) continue;
-        Case k;
-        k.name = c.value("name", "?");
-        k.expect = c["expect"][dev_key];
-        k.job.id = k.name;
-        k.job.backend = c.value("backend", "");
-        k.job.timeout_s = c.value("timeout", 0.0);
-        std::string err;
-        auto t = kz::load_source(c.value("task", ""), base, err);
-        if (!t) k.load_error = "task: " + err;
-        else k.job.task_source = t->text;
-        auto cand = kz::load_source(c.value("candidate", ""), base, err);
-        if (!cand) k.load_error = "candidate: " + err;
-        else k.job.candidate_source = cand->text;
-        g_cases.push_back(std::move(k));
+        const int repeat = c.value("repeat", 1);
+        for (int r = 1; r <= repeat; ++r) {
+            Case k;
+            k.name = c.value("name", "?") + (repeat > 1 ? "#" + std::to_string(r) : "");
+            k.expect = c["expect"][dev_key];
+            k.job.id = k.name;
+            k.job.backend = c.value("backend", "");
+            k.job.timeout_s = c.value("timeout", 0.0);
+            std::string err;
+            auto t = kz::load_source(c.value("task", ""), base, err);
+            if (!t) k.load_error = "task: " + err;
+            else k.job.task_source = t->text;
+            auto cand = kz::load_source(c.value("candidate", ""), base, err);
+            if (!cand) k.load_error = "candidate: " + err;
+            else k.job.candidate_source = cand->text;
+            g_cases.push_back(std::move(k));
+        }
     }
 
     kz::VerifyOptions o;
@@ -140,6 +148,43 @@ int main(int argc, char** argv) {
         const Case* p = &c;
         ::testing::RegisterTest(suite.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                                 [p]() -> ::testing::Test* { return new CaseTest(p); });
+    }
+    if (const auto* budget = verifier.memory_budget()) {
+        std::cerr << "suite_test: device memory for jobs " << kz::gib(budget->capacity()) << ", at most "
+                  << kz::gib(budget->peak_in_use()) << " admitted at once, " << verifier.lanes() << " lanes\n";
+        // Each job's memory, so that a log shows how the device was shared (and any job run again alone).
+        for (auto& c : g_cases) {
+            const json& m = c.verdict.memory;
+            if (!m.is_object()) continue;
+            const json cand = m.value("candidate", json::object());
+            std::cerr << "suite_test: memory " << c.name << ": " << kz::to_string(c.verdict.status) << ", admitted "
+                      << kz::gib(m.value("admitted", int64_t{0})) << " beside " << kz::gib(m.value("beside", int64_t{0}))
+                      << ", candidate peak " << kz::gib(cand.is_object() ? cand.value("peak_bytes", int64_t{0}) : 0)
+                      << " of cap " << kz::gib(m.value("candidate_cap", int64_t{0}))
+                      << (m.contains("first_run") ? "; run again alone after: " + m["first_run"].value("reason", std::string()).substr(0, 200) : "")
+                      << "\n";
+        }
+    }
+    if (m.value("shared_device", false) && dev_key == "cuda") {
+        // Jobs must have run beside each other (in their final run, or in a first run that was then
+        // repeated alone), or the suite shows nothing about sharing.
+        int beside = 0;
+        for (auto& c : g_cases) {
+            const json& m = c.verdict.memory;
+            if (!m.is_object()) continue;
+            if (m.value("beside", int64_t{0}) > 0 ||
+                (m.contains("first_run") && m["first_run"].value("beside", int64_t{0}) > 0))
+                ++beside;
+        }
+        ::testing::RegisterTest(suite.c_str(), "jobs_shared_the_device", nullptr, nullptr, __FILE__, __LINE__,
+                                [beside]() -> ::testing::Test* {
+                                    struct T : ::testing::Test {
+                                        int n;
+                                        explicit T(int k) : n(k) {}
+                                        void TestBody() override { EXPECT_GT(n, 0) << "no job was admitted beside another"; }
+                                    };
+                                    return new T(beside);
+                                });
     }
     return RUN_ALL_TESTS();
 }

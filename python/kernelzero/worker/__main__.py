@@ -20,6 +20,11 @@ def main():
 
     from . import protocol
     proto_in, proto_out = protocol.take_over_stdio()
+    # Before torch allocates anything (the candidate children inherit it): blocks above 512 MiB are
+    # never split for smaller requests. Split, a freed multi-GiB input or output served the next
+    # poison block or comparison chunk, and the next multi-GiB request needed a new segment: a child
+    # verifying a 6 GiB ReLU held 68 GiB on an H200 instead of ~25.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     _die_with_parent()
     if args.device.startswith("cpu") and args.role != "compile":
         os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported anywhere
@@ -41,12 +46,13 @@ def main():
             from .reference import Reference
             ref = Reference(args.work_root)
             from .validate import validate_task, warm_up
-            handlers = {"prepare": ref.prepare, "compare": ref.compare, "drop": ref.drop, "baseline": ref.baseline,
-                        "validate": validate_task, "warm_up": warm_up,
+            handlers = {"open_job": ref.open_job, "close_job": ref.close_job, "baseline": ref.baseline,
+                        "footprint": ref.footprint, "validate": validate_task, "warm_up": warm_up,
                         "device_info": lambda req: {"ok": True, "device_name": harness.device_name(req["device"]),
                                                     "torch": torch.__version__.split("+")[0],
                                                     "timing_method": harness.TIMING_METHOD,
-                                                    "arch": _arch(torch, req["device"])}}
+                                                    "arch": _arch(torch, req["device"]),
+                                                    "memory": _memory(torch, req["device"])}}
         else:
             from .candidate import ForkServer
             server = ForkServer(args.work_root, args.device, int(os.environ.get("KZ_SPARE_CHILDREN", "1")))
@@ -89,6 +95,14 @@ def _die_with_parent():
             if os.getppid() != parent:
                 os._exit(1)
     threading.Thread(target=watch, name="kz-parent-watchdog", daemon=True).start()
+
+
+def _memory(torch, device):
+    """The device's memory as the driver sees it now: {"total", "free"} in bytes (None on the CPU)."""
+    if not str(device).startswith("cuda"):
+        return None
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    return {"total": total, "free": free}
 
 
 def _arch(torch, device):

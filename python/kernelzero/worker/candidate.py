@@ -1,15 +1,17 @@
 """Candidate side: a fork server whose every job runs in a fresh, confined child.
 
 The parent imports torch and Triton once (never initialising CUDA, so forking stays safe) and forks
-a child per job; the child runs the candidate, writes its outputs to the job directory and reports
-over a pipe. A hang, crash, exit call or CUDA error ends only the child: the parent reports it and
-stays healthy. The child never receives a reference output: it gets the job's seed (and the
-reference's output *shapes*, to refuse absurd outputs before writing them)."""
+a child per job; the child runs the candidate, sends each output to be compared to the reference
+worker as it is made (transfer.py: CUDA IPC, nothing written to disk) and reports over a pipe. A
+hang, crash, exit call or CUDA error ends only the child: the parent reports it and stays healthy.
+The child never receives a reference output: it gets the job's seed, and from the reference only
+whether to go on."""
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import tempfile
@@ -18,7 +20,7 @@ import traceback
 
 import torch
 
-from . import accounting, harness, sandbox
+from . import accounting, harness, sandbox, transfer
 
 LOG_TAIL = 4000
 
@@ -42,15 +44,18 @@ def _detach(out):
     return out
 
 
-def _nbytes(out):
-    return sum(t.untyped_storage().nbytes() if t.device.type != "meta" else 0
-               for t in harness.flatten(out) if isinstance(t, torch.Tensor))
-
-
 class Failure(Exception):
-    def __init__(self, kind, reason, check=None, cuda_error=False):
+    def __init__(self, kind, reason, check=None, cuda_error=False, memory_error=False):
         super().__init__(reason)
         self.kind, self.reason, self.check, self.cuda_error = kind, reason, check, cuda_error
+        self.memory_error = memory_error
+
+
+def _failure(e, what):
+    """A runtime error of the candidate's, flagged when it is the device's (a CUDA error poisons the
+    process; running out of memory may be its neighbours' doing: the controller decides)."""
+    return Failure("runtime_error", what + harness.describe_exception(e), cuda_error=harness.is_cuda_error(e),
+                   memory_error=harness.is_memory_error(e))
 
 
 def _classify_load_error(e):
@@ -63,7 +68,7 @@ def _classify_load_error(e):
         return Failure("compile_error", text)
     if isinstance(e, SyntaxError):
         return Failure("format_error", text)
-    return Failure("runtime_error", "importing the candidate failed: " + text, cuda_error=harness.is_cuda_error(e))
+    return _failure(e, "importing the candidate failed: ")
 
 
 # Errors a Triton kernel raises when it is compiled (on the GPU) or first interpreted (on the CPU,
@@ -82,8 +87,7 @@ def _forward_failure(e, recorder, when=""):
         interpreted = os.environ.get("TRITON_INTERPRET") == "1"
         if kinds & set(TRITON_COMPILE_ERRORS) or (interpreted and kinds & set(INTERPRETED_COMPILE_ERRORS)):
             return Failure("compile_error", f"Triton kernel {name} does not compile: {harness.describe_exception(err)}")
-    return Failure("runtime_error", f"forward raised{when}: {harness.describe_exception(e)}",
-                   cuda_error=harness.is_cuda_error(e))
+    return _failure(e, f"forward raised{when}: ")
 
 
 def _stopwatch(into):
@@ -97,17 +101,38 @@ def _stopwatch(into):
     return lap
 
 
+class _Decided(Exception):
+    """The reference answered that the job is decided (a comparison failed, or the kernels are decoys):
+    nothing further is run."""
+
+
 def run_job(req, job_dir, recorder):
-    device = torch.device(req["device"])
-    seed = int(req["seed"])
-    checks = {}
-    stages = {}
+    checks, stages = {}, {}
     result = {"checks": checks, "compile_s": None, "timing": None, "custom_fraction": None,
-              "launches": 0, "library_ops": {}, "outputs_path": None, "cpu_custom_fraction": None,
-              "stages": stages}
-    stage = _stopwatch(stages)
+              "launches": 0, "library_ops": {}, "cpu_custom_fraction": None, "stages": stages, "stopped": None}
     if req.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
+    try:
+        channel = transfer.Sender(req["channel"]["path"], req["channel"]["token"])
+    except transfer.ChannelError as e:
+        raise Failure("infra_error", str(e))
+    try:
+        _run_job(req, job_dir, recorder, channel, result)
+    except _Decided as d:
+        result["stopped"] = str(d)
+    except transfer.ChannelError as e:
+        raise Failure("infra_error", str(e))
+    finally:
+        channel.close()
+    return result
+
+
+def _run_job(req, job_dir, recorder, channel, result):
+    device = torch.device(req["device"])
+    seed = int(req["seed"])
+    lock = req.get("lock_path")
+    checks, stages = result["checks"], result["stages"]
+    stage = _stopwatch(stages)
     try:
         task = harness.load_module(req["task_source"], "kz_task", job_dir)
         init_args = harness.init_inputs(task, seed)
@@ -131,123 +156,123 @@ def run_job(req, job_dir, recorder):
             model.load_state_dict(shared, strict=False)
             model.eval()
     except BaseException as e:
-        raise Failure("runtime_error", "constructing ModelNew failed: " + harness.describe_exception(e),
-                      cuda_error=harness.is_cuda_error(e))
+        raise _failure(e, "constructing ModelNew failed: ")
     del ref_model
     result["compile_s"] = time.perf_counter() - t0
     stage("load_s")
 
-    expected = req["expected_meta"]
-    poison_sizes = [req.get("expected_bytes", 0)]
+    poison_sizes = [int(req.get("poison_bytes", 0))]
     census = accounting.LibraryOpCensus(recorder)
 
     def call(inputs, census=None):
-        accounting.poison_free_memory(device, poison_sizes)
-        t = time.perf_counter()
-        with torch.no_grad(), (census if census is not None else contextlib.nullcontext()):
-            out = model(*inputs)
-        harness.sync(device)
+        with harness.device_lock(lock, exclusive=False):
+            accounting.poison_free_memory(device, poison_sizes)
+            t = time.perf_counter()
+            with torch.no_grad(), (census if census is not None else contextlib.nullcontext()):
+                out = model(*inputs)
+            harness.sync(device)
         return _detach(out), time.perf_counter() - t
 
-    trial_outs = []
+    def send(slot, index, out):
+        if not channel.send(slot, index, out):
+            raise _Decided(f"{slot} {index}")
+
+    def inputs_for(slot, index=0):
+        return harness.make_inputs(task, harness.slot_seed(seed, slot, index), device)
+
     forward_seconds = 0.0
     recorder.reset()
+    inputs = None
     try:
         for i in range(int(req["trials"])):
-            inputs = harness.make_inputs(task, seed + 1 + i, device)
-            # Compared on the host: device copies are plain memcpys, and torch.equal on the device
-            # would load reduction kernels into every fresh child.
-            snapshot = [x.to("cpu", copy=True) if isinstance(x, torch.Tensor) else x for x in inputs]
+            inputs = None  # the previous set goes before the next is made
+            inputs = inputs_for("trial", i)
+            snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             out, secs = call(inputs, census)
             forward_seconds += secs
             if i == 0:
                 stage("trial0_s")  # first calls pay the candidate's lazy loading
-            mm = harness.meta_mismatch(expected, harness.meta_of(out))
-            if mm:
-                checks["output_meta"] = "fail"
-                raise Failure("incorrect", f"trial {i}: {mm}", "output_meta")
-            for k, (a, b) in enumerate(zip(snapshot, inputs)):
-                if isinstance(a, torch.Tensor) and not torch.equal(a, b.cpu()):
-                    checks["inputs_unchanged"] = "fail"
-                    raise Failure("incorrect", f"trial {i}: forward modified input {k} in place", "inputs_unchanged")
-            if _nbytes(out) > 4 * max(req.get("expected_bytes", 0), 1) + (64 << 20):
-                checks["output_meta"] = "fail"
-                raise Failure("incorrect", f"trial {i}: output storage of {_nbytes(out)} bytes is far larger than "
-                                           "the reference's", "output_meta")
-            trial_outs.append(out)
-    except Failure:
+            send("trial", i, out)
+            del out
+            with harness.device_lock(lock, exclusive=False):
+                changed = harness.first_changed(snapshot, inputs)
+            del snapshot
+            if changed is not None:
+                checks["inputs_unchanged"] = "fail"
+                raise Failure("incorrect", f"trial {i}: forward modified input {changed} in place", "inputs_unchanged")
+    except (Failure, _Decided, transfer.ChannelError):
         raise
     except BaseException as e:
         raise _forward_failure(e, recorder)
-    checks["output_meta"] = "pass"
+    finally:
+        # What the trials ran is reported even when the reference stopped them: a rejection
+        # (library operators, no kernel launched) outranks an incorrect output.
+        launches = list(recorder.launches)
+        result["launches"] = len(launches)
+        if device.type == "cpu" and forward_seconds > 0:
+            result["cpu_custom_fraction"] = min(1.0, recorder.custom_seconds / forward_seconds)
+        result["library_ops"] = dict(census.compute_ops)
+        result["all_ops"] = dict(census.all_ops)
     checks["inputs_unchanged"] = "pass"
     stage("trials_s")
-    launches = list(recorder.launches)
-    result["launches"] = len(launches)
-    if device.type == "cpu" and forward_seconds > 0:
-        result["cpu_custom_fraction"] = min(1.0, recorder.custom_seconds / forward_seconds)
-    result["library_ops"] = dict(census.compute_ops)
-    result["all_ops"] = dict(census.all_ops)
 
-    inputs0 = harness.make_inputs(task, seed + 1, device)
     # Ablation: on fresh inputs (so a cached result cannot stand in), the call with the candidate's
     # own launches skipped must not still be right.
-    ablated = None
     if launches:
         recorder.set_enabled(False)
         try:
-            ablated, _ = call(harness.make_inputs(task, seed + 301, device))
+            ablated, _ = call(inputs_for("ablation"))
         except BaseException:
             ablated = None  # the kernels matter enough that forward cannot run without them
         finally:
             recorder.set_enabled(True)
         harness.sync(device)
+        if ablated is not None:
+            send("ablation", 0, ablated)
+        del ablated
     stage("ablation_s")
 
     if device.type == "cuda":
+        # On the last trial's inputs (checked unchanged): no input set is made twice.
         try:
-            if launches:
-                # The launches go through our hooks: CUDA events around each one are enough.
-                result["custom_fraction"] = accounting.event_kernel_share(model, inputs0, recorder, device)
-                result["share_source"] = "events"
-            else:
-                # Kernels launched from C++ (load_inline) are visible only to the profiler.
-                frac, per_kernel = accounting.gpu_kernel_share(model, inputs0, req.get("kernel_names", []), device)
-                result["custom_fraction"] = frac
-                result["share_source"] = "profiler"
-                result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
+            with harness.device_lock(lock, exclusive=False):
+                if launches:
+                    # The launches go through our hooks: CUDA events around each one are enough.
+                    result["custom_fraction"] = accounting.event_kernel_share(model, inputs, recorder, device)
+                    result["share_source"] = "events"
+                else:
+                    # Kernels launched from C++ (load_inline) are visible only to the profiler.
+                    frac, per_kernel = accounting.gpu_kernel_share(model, inputs, req.get("kernel_names", []), device)
+                    result["custom_fraction"] = frac
+                    result["share_source"] = "profiler"
+                    result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
         except BaseException as e:
-            if harness.is_cuda_error(e):
-                raise Failure("runtime_error", f"forward raised: {harness.describe_exception(e)}", cuda_error=True)
+            if harness.is_cuda_error(e) or harness.is_memory_error(e):
+                raise _failure(e, "forward raised: ")
             result["profiler_error"] = harness.describe_exception(e)
+    inputs = None
     stage("kernel_share_s")
 
     try:
-        sets = [harness.make_inputs(task, seed + 201 + m, device) for m in range(3)]
-        timing, last = harness.time_callable(lambda *a: _detach(model(*a)), sets, device,
-                                             int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
-                                             lock_path=req.get("lock_path"))
+        sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
+                                 [harness.slot_seed(seed, "timing", m) for m in range(harness.TIMING_SETS)],
+                                 int(req["keep_sets_bytes"]))
+        timing, _ = harness.time_callable(lambda *a: _detach(model(*a)), sets, device,
+                                          int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
+                                          lock_path=lock, min_iters=req.get("min_iters"),
+                                          precision=req.get("precision"), budget_ms=req.get("budget_ms"),
+                                          keep=lambda m, out: send("timing", m, out))
+        del sets
         result["timing"] = timing
         stage("timing_s")
-        recheck, _ = call(harness.make_inputs(task, seed + 101, device))
+        recheck, _ = call(inputs_for("recheck"))
+        send("recheck", 0, recheck)
+        del recheck
+    except (_Decided, transfer.ChannelError):
+        raise
     except BaseException as e:
         raise _forward_failure(e, recorder, " during timing")
-
-    outputs = {"trials": trial_outs, "recheck": recheck, "timing": last, "ablated": ablated}
-    for name, outs in (("recheck", [recheck]), ("timing", last)):
-        for o in outs:
-            mm = harness.meta_mismatch(expected, harness.meta_of(o))
-            if mm:
-                check = "recheck_after_timing" if name == "recheck" else "timing_outputs"
-                checks[check] = "fail"
-                raise Failure("incorrect", f"{name} output: {mm}", check)
-    if ablated is not None and harness.meta_mismatch(expected, harness.meta_of(ablated)):
-        outputs["ablated"] = None
-    path = os.path.join(job_dir, "outputs.pt")
-    torch.save(outputs, path)
-    result["outputs_path"] = path
-    stage("recheck_and_save_s")
-    return result
+    stage("recheck_s")
 
 
 def _close_other_fds(keep):
@@ -276,9 +301,8 @@ def _warm_python(recorder):
     x = torch.ones(8)
     with torch.no_grad(), accounting.LibraryOpCensus(recorder):
         y = (x + 1).clone()
-    torch.equal(x, y)
-    io = __import__("io").BytesIO()
-    torch.save({"x": [y]}, io)
+    harness.first_changed([x], [y])
+    transfer.describe((y, 1))
 
 
 def _warm_harness_ops(device, recorder):
@@ -288,7 +312,7 @@ def _warm_harness_ops(device, recorder):
     with accounting.LibraryOpCensus(recorder):
         y = x.clone()
     y.copy_(x)
-    torch.equal(x.cpu(), y.cpu())
+    harness.first_changed([x], [y])  # the in-place check's comparison kernels
     accounting.poison_free_memory(device, [1 << 16])
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -296,6 +320,25 @@ def _warm_harness_ops(device, recorder):
     end.record()
     torch.cuda.synchronize(device)
     start.elapsed_time(end)
+
+
+def _tried_bytes(reason):
+    """The allocation an out-of-memory error says failed ("Tried to allocate 6.00 GiB"), in bytes."""
+    m = re.search(r"Tried to allocate ([0-9.]+) (GiB|MiB|KiB|B)\b", reason)
+    if not m:
+        return 0
+    return int(float(m.group(1)) * {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "B": 1}[m.group(2)])
+
+
+def _cap_memory(device, cap_bytes):
+    """Caps what this child's allocator may hold on the device at its share of the device: a job that
+    needs more fails here, in its own process, instead of in a neighbour's."""
+    if not cap_bytes or torch.device(device).type != "cuda":
+        return None
+    index = harness.device_index(device)
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, int(cap_bytes) / total), index)
+    return int(cap_bytes)
 
 
 def spare_main(job_fd, result_fd, job_dir, device, recorder):
@@ -324,14 +367,20 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         req = json.loads(data.decode())
         sandbox.limit_cpu(int(req.get("cpu_seconds", 3600)))
         torch.set_num_threads(int(req.get("threads", 2)))
+        cap = _cap_memory(device, req.get("memory_cap_bytes"))
         try:
             result = _profiled(run_job, profile_dir)(req, job_dir, recorder)
             result["ok"] = True
         except Failure as f:
-            result = {"ok": False, "kind": f.kind, "reason": f.reason, "check": f.check, "cuda_error": f.cuda_error}
+            result = {"ok": False, "kind": f.kind, "reason": f.reason, "check": f.check, "cuda_error": f.cuda_error,
+                      "memory_error": f.memory_error}
         except BaseException as e:
             result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
-                      "cuda_error": harness.is_cuda_error(e), "trace": traceback.format_exc()[-2000:]}
+                      "cuda_error": harness.is_cuda_error(e), "memory_error": harness.is_memory_error(e),
+                      "trace": traceback.format_exc()[-2000:]}
+        if torch.device(device).type == "cuda":
+            result["memory"] = {"peak_bytes": torch.cuda.max_memory_reserved(device), "cap_bytes": cap,
+                                "tried_bytes": _tried_bytes(result.get("reason") or "")}
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
         out = json.dumps(result, default=str, allow_nan=True).encode()

@@ -1,21 +1,30 @@
-"""Reference side (trusted): runs the task's Model on the job's inputs, keeps the outputs in this
-process, compares the candidate's outputs with them, and measures eager / torch.compile baselines."""
+"""Reference side (trusted): runs the task's Model, compares the candidate's outputs with its own as
+they arrive (transfer.py), measures eager / torch.compile baselines and the task's memory footprint.
+
+Per job the reference keeps one output of its own at a time: it computes the output for the next
+slot the child will send (trial i+1 while the child runs trial i), compares on the device, and
+drops both."""
 from __future__ import annotations
 
 import os
+import secrets
+import select
 import tempfile
+import threading
 import time
 
 import torch
 
-from . import harness
+from . import harness, transfer
 
-TIMING_SETS = 3
+TIMING_SETS = harness.TIMING_SETS
 
 
-def _seeds(seed, trials):
-    return {"trials": [seed + 1 + i for i in range(trials)], "recheck": seed + 101,
-            "timing": [seed + 201 + m for m in range(TIMING_SETS)], "ablation": seed + 301}
+def _reset_memory(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 class Reference:
@@ -39,85 +48,330 @@ class Reference:
             self.modules[h] = mod
         return mod
 
-    def _run(self, model, task, seed, device):
-        inputs = harness.make_inputs(task, seed, device)
-        with torch.no_grad():
-            out = model(*inputs)
-        harness.sync(device)
-        if isinstance(out, torch.Tensor):
-            out = out.detach()
-        return out
+    # ---- memory footprint -----------------------------------------------------------------------
 
-    def prepare(self, req):
-        device = torch.device(req["device"])
-        seed = int(req["seed"])
+    def footprint(self, req):
+        """An estimate of the task's memory from shapes alone (the model and inputs built on the meta
+        device, one forward there): parameters, inputs and outputs, before anything is allocated.
+        `estimated: false` when the task cannot run on the meta device."""
+        task = self.task(req["task_source"])
         try:
-            task = self.task(req["task_source"])
-            model = harness.build(task.Model, harness.init_inputs(task, seed), seed, device)
-            seeds = _seeds(seed, int(req["trials"]))
-            outs = {"trials": [self._run(model, task, s, device) for s in seeds["trials"]],
-                    "recheck": self._run(model, task, seeds["recheck"], device),
-                    "timing": [self._run(model, task, s, device) for s in seeds["timing"]],
-                    "ablation": self._run(model, task, seeds["ablation"], device)}
-        except harness.TaskError:
-            raise
-        except BaseException as e:
-            raise harness.TaskError("the reference Model failed: " + harness.describe_exception(e))
-        first = outs["trials"][0]
-        nbytes = sum(t.numel() * t.element_size() for t in harness.flatten(first) if isinstance(t, torch.Tensor))
-        self.jobs[req["job_id"]] = outs
-        return {"ok": True, "meta": harness.meta_of(first), "bytes": nbytes}
+            with torch.device("meta"):
+                model = harness.build(task.Model, harness.init_inputs(task, 0), 0, "meta")
+            inputs = harness.make_inputs(task, 1, "meta")
+            with torch.no_grad():
+                out = model(*inputs)
+            params = _module_bytes(model)
+            return {"ok": True, "estimated": True, "params": params, "inputs": harness.logical_bytes(inputs),
+                    "outputs": harness.logical_bytes(out), "forward": harness.logical_bytes(out)}
+        except BaseException as e:  # noqa: BLE001 - the measured footprint comes from the baseline
+            return {"ok": True, "estimated": False, "why": harness.describe_exception(e)[:300]}
 
-    def compare(self, req):
-        ref = self.jobs.pop(req["job_id"], None)
-        if ref is None:
-            return {"ok": False, "error": f"no prepared reference for job {req['job_id']}"}
-        tol = {k: tuple(v) for k, v in (req.get("tolerances") or {}).items()} or None
-        tolerances = dict(harness.DEFAULT_TOLERANCES)
-        if tol:
-            tolerances.update(tol)
-        try:
-            got = torch.load(req["outputs_path"], weights_only=True)
-        except BaseException as e:
-            return {"ok": True, "unreadable": "candidate outputs cannot be read: " + harness.describe_exception(e)}
-        res = {"ok": True}
-        try:
-            res["trials"] = [harness.compare(r, o, tolerances) for r, o in zip(ref["trials"], got["trials"])]
-            res["recheck"] = harness.compare(ref["recheck"], got["recheck"], tolerances)
-            res["timing"] = [harness.compare(r, o, tolerances) for r, o in zip(ref["timing"], got["timing"])]
-            if got.get("ablated") is not None:
-                res["ablation_matches"] = harness.compare(ref["ablation"], got["ablated"], tolerances)["ok"]
-        except (KeyError, TypeError) as e:
-            return {"ok": True, "unreadable": "candidate outputs are malformed: " + harness.describe_exception(e)}
-        return res
-
-    def drop(self, req):
-        self.jobs.pop(req["job_id"], None)
-        return {"ok": True}
+    # ---- baselines ------------------------------------------------------------------------------
 
     def baseline(self, req):
         device = torch.device(req["device"])
         iters = int(req["timing_iters"])
         task = self.task(req["task_source"])
         seed = 0
-        try:
-            model = harness.build(task.Model, harness.init_inputs(task, seed), seed, device)
-            sets = [harness.make_inputs(task, seed + 201 + m, device) for m in range(TIMING_SETS)]
-            eager, _ = harness.time_callable(model, sets, device, iters, lock_path=req.get("lock_path"), checks=0)
-        except BaseException as e:
-            raise harness.TaskError("timing the reference failed: " + harness.describe_exception(e))
-        res = {"ok": True, "eager": eager, "compiled": None, "compile_error": None, "torch": torch.__version__,
+        lock = req.get("lock_path")
+        adaptive = {k: req.get(k) for k in ("min_iters", "precision", "budget_ms")}
+        discard = lambda m, out: None  # noqa: E731 - baselines compare nothing
+        _reset_memory(device)
+        res = {"ok": True, "compiled": None, "compile_error": None, "torch": torch.__version__,
                "device_name": harness.device_name(device)}
-        if req.get("with_compile"):
+        try:
             try:
-                compiled = torch.compile(model)
-                t0 = time.perf_counter()
-                with torch.no_grad():
-                    compiled(*sets[0])
-                harness.sync(device)
-                res["compile_s"] = time.perf_counter() - t0
-                res["compiled"], _ = harness.time_callable(compiled, sets, device, iters,
-                                                           lock_path=req.get("lock_path"), checks=0)
+                model = harness.build(task.Model, harness.init_inputs(task, seed), seed, device)
+                res["memory"] = _measure_forward(model, task, device, lock)
+                sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
+                                         [harness.slot_seed(seed, "timing", m) for m in range(TIMING_SETS)],
+                                         int(req["keep_sets_bytes"]))
+                res["eager"], _ = harness.time_callable(model, sets, device, iters, lock_path=lock, checks=0,
+                                                        keep=discard, **adaptive)
             except BaseException as e:
-                res["compile_error"] = harness.describe_exception(e)
+                if harness.is_memory_error(e):
+                    return {"ok": False, "memory_failure": True,
+                            "error": "timing the reference ran out of memory: " + harness.describe_exception(e),
+                            "peak_bytes": _peak(device)}
+                raise harness.TaskError("timing the reference failed: " + harness.describe_exception(e))
+            if req.get("with_compile"):
+                try:
+                    compiled = torch.compile(model)
+                    t0 = time.perf_counter()
+                    first = sets.get(0)
+                    with torch.no_grad():
+                        compiled(*first)
+                    harness.sync(device)
+                    del first
+                    res["compile_s"] = time.perf_counter() - t0
+                    res["compiled"], _ = harness.time_callable(compiled, sets, device, iters, lock_path=lock,
+                                                               checks=0, keep=discard, **adaptive)
+                except BaseException as e:  # noqa: BLE001 - a task torch.compile cannot handle has no such baseline
+                    res["compile_error"] = harness.describe_exception(e)
+            res["memory"]["baseline_peak"] = _peak(device)
+            return res
+        finally:
+            model = compiled = sets = None  # noqa: F841
+            _reset_memory(device)
+
+    # ---- jobs: outputs compared as the candidate sends them --------------------------------------
+
+    def open_job(self, req):
+        """Starts listening for the candidate child of a job; returns where to connect and the token."""
+        if req["job_id"] in self.jobs:
+            return {"ok": False, "error": f"job {req['job_id']} is already open"}
+        job = _Job(self, req)
+        self.jobs[req["job_id"]] = job
+        job.start()
+        return {"ok": True, "channel": {"path": job.path, "token": job.token}}
+
+    def close_job(self, req):
+        """Waits for the job's comparisons to end (the child has ended by now: its connection closes),
+        stops listening when the child never came, and returns every comparison."""
+        job = self.jobs.pop(req["job_id"], None)
+        if job is None:
+            return {"ok": False, "error": f"no open job {req['job_id']}"}
+        done = job.finish(float(req.get("wait_s", 60)))
+        res = job.results()
+        device = job.device
+        del job
+        _reset_memory(device)
+        if not done:
+            return {"ok": False, "error": "the reference's comparisons did not end in time"}
         return res
+
+
+def _module_bytes(model):
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+
+
+def _peak(device):
+    return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+
+
+def _measure_forward(model, task, device, lock):
+    """What the task holds (parameters, one input set) and what one forward allocates above that
+    (its output and workspace), in bytes, measured by the caching allocator."""
+    inputs = harness.make_inputs(task, harness.slot_seed(0, "trial"), device)
+    mem = {"params": _module_bytes(model), "inputs": harness.logical_bytes(inputs)}
+    if device.type != "cuda":
+        with torch.no_grad():
+            out = model(*inputs)
+        mem.update(outputs=harness.storage_bytes(out), forward=harness.storage_bytes(out))
+        return mem
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    with harness.device_lock(lock, exclusive=False), torch.no_grad():
+        out = model(*inputs)
+        torch.cuda.synchronize(device)
+    mem.update(outputs=harness.storage_bytes(out), forward=torch.cuda.max_memory_allocated(device) - before)
+    return mem
+
+
+class _Job(threading.Thread):
+    """One job's comparisons, on a thread of the reference worker (its main thread goes on answering
+    the controller). Slots arrive in the order the child produces them; each is compared against the
+    reference's own output for that slot's input seed."""
+
+    def __init__(self, ref, req):
+        super().__init__(name=f"kz-job-{req['job_id']}", daemon=True)
+        self.ref = ref
+        self.req = req
+        self.device = torch.device(req["device"])
+        self.seed = int(req["seed"])
+        self.trials = int(req["trials"])
+        self.lock = req.get("lock_path")
+        self.deadline = time.monotonic() + float(req.get("timeout_s", 120)) + 60
+        tol = dict(harness.DEFAULT_TOLERANCES)
+        tol.update({k: tuple(v) for k, v in (req.get("tolerances") or {}).items()})
+        self.tolerances = tol
+        self.token = secrets.token_hex(16)
+        self.path = os.path.join(ref.dir, f"j{secrets.token_hex(6)}.sock")
+        self.listener = transfer.listen(self.path)
+        self.cancel_r, self.cancel_w = os.pipe()
+        self.out = {"trials": [None] * self.trials, "timing": [None] * TIMING_SETS, "recheck": None,
+                    "ablation_matches": None, "connected": False, "ended": False}
+        self.error = None
+        self.task_error = None
+        self.memory_failure = None
+        self.model = None
+        self.task = None
+        self.pending = None  # (slot, index, reference output) computed ahead
+
+    # -- controller side --
+    def finish(self, wait_s):
+        os.write(self.cancel_w, b"x")
+        self.join(wait_s)
+        if self.is_alive():
+            return False
+        os.close(self.cancel_r)
+        os.close(self.cancel_w)
+        return True
+
+    def results(self):
+        res = {"ok": True, "trials": self.out["trials"], "timing": self.out["timing"], "recheck": self.out["recheck"],
+               "connected": self.out["connected"], "ended": self.out["ended"]}
+        if self.out["ablation_matches"] is not None:
+            res["ablation_matches"] = self.out["ablation_matches"]
+        if self.task_error:
+            res["task_error"] = self.task_error
+        if self.memory_failure:
+            res["memory_failure"] = self.memory_failure
+        if self.error:
+            res["channel_error"] = self.error
+        res["peak_bytes"] = _peak(self.device)
+        return res
+
+    # -- the thread --
+    def run(self):
+        conn = None
+        try:
+            if self.device.type == "cuda":
+                torch.cuda.set_device(harness.device_index(self.device))
+            self.task = self.ref.task(self.req["task_source"])
+            try:
+                self.model = harness.build(self.task.Model, harness.init_inputs(self.task, self.seed), self.seed,
+                                           self.device)
+                self.pending = ("trial", 0, self._reference_output("trial", 0))
+            except harness.TaskError:
+                raise
+            except BaseException as e:
+                if harness.is_memory_error(e):
+                    raise
+                raise harness.TaskError("the reference Model failed: " + harness.describe_exception(e))
+            conn = self._accept()
+            if conn is None:
+                return
+            self.out["connected"] = True
+            self._serve(conn)
+        except harness.TaskError as e:
+            self.task_error = str(e)
+        except BaseException as e:  # noqa: BLE001 - reported to the controller, never raised
+            if harness.is_memory_error(e):
+                self.memory_failure = "the reference ran out of memory: " + harness.describe_exception(e)
+            else:
+                self.error = harness.describe_exception(e)
+        finally:
+            for s in (conn, self.listener):
+                if s is not None:
+                    s.close()
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            self.model = self.pending = None
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+
+    def _accept(self):
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.error = "the candidate never connected"
+                return None
+            ready, _, _ = select.select([self.listener, self.cancel_r], [], [], min(left, 1.0))
+            if self.listener in ready:
+                conn, _ = self.listener.accept()
+                conn.settimeout(max(1.0, self.deadline - time.monotonic()))
+                hello = transfer.recv_message(conn)
+                if hello.get("token") != self.token:
+                    conn.close()
+                    continue
+                return conn
+            if self.cancel_r in ready:
+                return None  # the child ended without connecting
+
+    def _reference_output(self, slot, index):
+        inputs = harness.make_inputs(self.task, harness.slot_seed(self.seed, slot, index), self.device)
+        with harness.device_lock(self.lock, exclusive=False), torch.no_grad():
+            out = self.model(*inputs)
+            harness.sync(self.device)
+        return out.detach() if isinstance(out, torch.Tensor) else out
+
+    def _serve(self, conn):
+        while True:
+            try:
+                msg = transfer.recv_message(conn)
+            except EOFError:
+                return
+            if msg.get("end"):
+                self.out["ended"] = True
+                return
+            slot, index = msg.get("slot"), msg.get("index", 0)
+            if slot not in ("trial", "timing", "recheck", "ablation") or not isinstance(index, int):
+                raise transfer.ChannelError(f"unexpected message from the candidate: slot {slot!r}")
+            if (slot == "trial" and not 0 <= index < self.trials) or (slot == "timing" and not 0 <= index < TIMING_SETS):
+                raise transfer.ChannelError(f"unexpected slot {slot} {index}")
+            if self.pending is not None and self.pending[:2] == (slot, index):
+                ref = self.pending[2]
+            else:
+                ref = self._reference_output(slot, index)
+            self.pending = None
+            res = self._compare(conn, ref, msg.get("out") or {})
+            del ref
+            if slot == "trial":
+                self.out["trials"][index] = res
+            elif slot == "timing":
+                self.out["timing"][index] = res
+            elif slot == "recheck":
+                self.out["recheck"] = res
+            else:
+                self.out["ablation_matches"] = bool(res["ok"])
+            decided = (slot == "ablation") == bool(res["ok"])  # a failed comparison, or a decoy found
+            transfer.reply(conn, not decided)
+            if decided:
+                return
+            if slot == "trial" and index + 1 < self.trials:
+                self.pending = ("trial", index + 1, self._reference_output("trial", index + 1))
+
+    def _compare(self, conn, ref, desc):
+        """Compares the described output with `ref`: metadata first, then the storage's size (both
+        refuse without a byte copied), then the values, on the device."""
+        mm = harness.meta_mismatch(harness.meta_of(ref), transfer.meta_of_description(desc))
+        if not mm:
+            mm = _storage_mismatch(ref, desc)
+        received = transfer.Received()
+        try:
+            mapped = not mm and received.map_all(desc)
+            transfer.accept_bytes(conn, not mm, everything=not mapped)
+            if mm:
+                return {"ok": False, "reason": mm, "max_abs_err": None, "max_rel_err": None, "meta": False}
+            try:
+                out = received.build(desc, conn, self.device, as_bytes=not mapped)
+            except (transfer.ChannelError, RuntimeError, ValueError, TypeError, KeyError) as e:
+                return {"ok": False, "reason": "the candidate's output cannot be read: " + harness.describe_exception(e),
+                        "max_abs_err": None, "max_rel_err": None, "meta": True, "unreadable": True}
+            with harness.device_lock(self.lock, exclusive=False):
+                res = harness.compare(ref, out, self.tolerances)
+                del out
+                harness.sync(self.device)
+            if not mapped and any(d.get("ipc") for d in transfer._tensor_leaves(desc)):
+                res["transport"] = "host"  # the CUDA allocation could not be mapped: copied instead
+            return res
+        finally:
+            received.close()
+
+
+def _storage_mismatch(ref, desc):
+    """An output whose storage is far larger than the reference's is refused before it is mapped or
+    read. Like is compared with like: storage bytes on both sides, so a reference that returns a view
+    of a larger buffer passes its own check."""
+    refs = [t for t in harness.flatten(ref) if isinstance(t, torch.Tensor)]
+    allowed = 4 * max(harness.storage_bytes(ref), harness.logical_bytes(refs), 1) + (64 << 20)
+    got = 0
+
+    def walk(d):
+        nonlocal got
+        if d.get("kind") in ("list", "tuple"):
+            for x in d.get("items", []):
+                walk(x)
+        elif d.get("kind") == "tensor":
+            got += int(d.get("storage_bytes", 0))
+    walk(desc)
+    if got > allowed:
+        return f"output storage of {got} bytes is far larger than the reference's ({harness.storage_bytes(ref)} bytes)"
+    return None

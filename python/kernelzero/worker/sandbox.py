@@ -13,7 +13,7 @@ PR_SET_PDEATHSIG = 1
 # Variables a candidate child keeps; everything else (tokens, proxies, paths of other jobs) is dropped.
 KEEP_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TRITON_INTERPRET",
             "TRITON_CACHE_DIR", "KZ_BUILD_CACHE", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "LANG",
-            "NCCL_NVLS_ENABLE", "TRITON_PTXAS_PATH", "CC", "CXX")
+            "NCCL_NVLS_ENABLE", "TRITON_PTXAS_PATH", "CC", "CXX", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def limit_cpu(seconds: int) -> None:

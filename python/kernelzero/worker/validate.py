@@ -121,6 +121,7 @@ def warm_up(req):
     device = torch.device(req.get("device", "cpu"))
     t0 = time.perf_counter()
     x = torch.randn(64, 64, device=device)
+    _cap_memory(device, req.get("memory_cap_bytes"))
     harness.sync(device)
     res = {"ok": True, "context_s": time.perf_counter() - t0, "compile_s": None}
     if req.get("compile"):
@@ -131,6 +132,15 @@ def warm_up(req):
         harness.sync(device)
         res["compile_s"] = time.perf_counter() - t0
     return res
+
+
+def _cap_memory(device, cap_bytes):
+    """What this worker's allocator may hold on the GPU (the validator's share of the device): a
+    module that needs more fails here, not a job beside it."""
+    if cap_bytes and device.type == "cuda":
+        index = harness.device_index(device)
+        total = torch.cuda.get_device_properties(index).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, int(cap_bytes) / total), index)
 
 
 def _mib(tensors):
@@ -164,7 +174,8 @@ def _probe_peak_bytes(meta_model, meta_inputs, device):
     first forward would otherwise be turned down seconds into its validation.
     Memory follows shapes, not values, except where a shape depends on values (nonzero and the like):
     there these inputs stand in for the real ones. None when the forward fails here (uninitialised
-    weights, a tensor kept outside the module's parameters and buffers): the real run decides then."""
+    weights, a tensor kept outside the module's parameters and buffers): the real run decides then;
+    inf when it runs out of the memory this worker may hold."""
     try:
         model = meta_model.to_empty(device=device).eval()
         xs = [torch.randn(x.shape, dtype=x.dtype, device=device) if x.is_floating_point() or x.is_complex()
@@ -173,8 +184,8 @@ def _probe_peak_bytes(meta_model, meta_inputs, device):
             model(*xs)
         harness.sync(device)
         return torch.cuda.max_memory_allocated(device)
-    except BaseException:  # noqa: BLE001
-        return None
+    except BaseException as e:  # noqa: BLE001
+        return float("inf") if harness.is_memory_error(e) else None
 
 
 def validate_task(req):
@@ -192,8 +203,13 @@ def validate_task(req):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _cap_mib(req):
+    return int(req.get("memory_cap_bytes") or 0) >> 20
+
+
 def _validate(req, work, module_name):
     device = torch.device(req.get("device", "cpu"))
+    _cap_memory(device, req.get("memory_cap_bytes"))
     apis = req.get("apis") or []
     checks, reasons, info = {}, {}, {}
     result = {"ok": True, "checks": checks, "reasons": reasons, "info": info}
@@ -275,6 +291,10 @@ def _validate(req, work, module_name):
         probed = _probe_peak_bytes(meta_model, meta_inputs, device) if meta_model is not None else None
         meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
         probed_mb = (probed - base_mem) / 2**20 if probed is not None else None
+        if probed_mb == float("inf"):
+            fail("memory_band", f"a forward on inputs made on the GPU runs out of the {_cap_mib(req)} MiB a validation "
+                                f"may hold (band {max_mb} MiB)")
+            return skip_rest(*rest)
         if probed_mb is not None and probed_mb > max_mb:
             info["memory_mb"] = probed_mb
             fail("memory_band", f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
@@ -286,6 +306,10 @@ def _validate(req, work, module_name):
             raise TypeError(f"forward returned {type(out).__name__}, not tensors")
         checks["runs"] = "pass"
     except BaseException as e:  # noqa: BLE001
+        if device.type == "cuda" and harness.is_memory_error(e):
+            fail("memory_band", f"the forward runs out of the {_cap_mib(req)} MiB a validation may hold "
+                                f"(band {max_mb} MiB): " + harness.describe_exception(e)[:300])
+            return skip_rest(*rest)
         fail("runs", "eager forward failed: " + harness.describe_exception(e))
         return skip_rest(*rest)
     info["output_meta"] = harness.meta_of(out)

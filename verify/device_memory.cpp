@@ -1,0 +1,162 @@
+#include "verify/device_memory.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+namespace kz {
+
+using nlohmann::json;
+
+namespace {
+
+// The candidate child's own blocks: the L2 flush (four times the L2 size), the poison blocks (two
+// of each size up to 256 MiB), cuBLAS's workspace.
+constexpr int64_t kHarnessBlocks = kGiB;
+// The reference's comparison: a few float64 copies of one chunk (harness.COMPARE_CHUNK elements).
+constexpr int64_t kCompareScratch = 768 * kMiB;
+// The caching allocator rounds blocks up and fragments: what it holds exceeds what is allocated.
+constexpr double kAllocatorSlack = 1.10;
+constexpr int64_t kAllocatorFloor = 256 * kMiB;
+// A candidate may need somewhat more than the reference (its own buffers, other algorithms).
+constexpr double kCandidateHeadroom = 1.5;
+
+int64_t with_slack(int64_t bytes) { return static_cast<int64_t>(static_cast<double>(bytes) * kAllocatorSlack) + kAllocatorFloor; }
+
+int64_t bytes_of(const json& j, const char* key) {
+    if (!j.contains(key) || !j[key].is_number()) return -1;
+    const double v = j[key].get<double>();
+    return v < 0 ? -1 : static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+std::optional<TaskFootprint> TaskFootprint::from_json(const json& j, bool measured) {
+    if (!j.is_object() || j.value("estimated", true) == false) return std::nullopt;
+    TaskFootprint f;
+    f.params = bytes_of(j, "params");
+    f.inputs = bytes_of(j, "inputs");
+    f.outputs = bytes_of(j, "outputs");
+    f.forward = bytes_of(j, "forward");
+    if (f.params < 0 || f.inputs < 0 || f.outputs < 0 || f.forward < 0) return std::nullopt;
+    f.measured = measured;
+    return f;
+}
+
+json TaskFootprint::to_json() const {
+    return {{"params", params}, {"inputs", inputs}, {"outputs", outputs}, {"forward", forward}, {"measured", measured}};
+}
+
+json JobMemory::to_json() const { return {{"reference", reference}, {"candidate", candidate}}; }
+
+JobMemory job_memory(const TaskFootprint& f) {
+    JobMemory m;
+    m.reference = with_slack(f.params + f.inputs + f.forward + kCompareScratch);
+    const int64_t kept_sets = std::min<int64_t>(3 * f.inputs, kKeptTimingSetBytes);
+    m.candidate = static_cast<int64_t>(
+        static_cast<double>(with_slack(f.params + 3 * f.inputs + f.forward + kHarnessBlocks + kept_sets)) *
+        kCandidateHeadroom);
+    return m;
+}
+
+int64_t baseline_memory(const TaskFootprint& f) {
+    // An estimate from shapes sees no workspace: room for it, as much as the output again and a GiB.
+    const int64_t forward = f.measured ? f.forward : 2 * std::max(f.forward, f.outputs) + kGiB;
+    const int64_t kept_sets = std::min<int64_t>(3 * f.inputs, kKeptTimingSetBytes);
+    return with_slack(f.params + 3 * f.inputs + kept_sets + 2 * forward + kHarnessBlocks / 2);
+}
+
+bool clearly_more_than_reference(int64_t candidate_bytes, const TaskFootprint& f) {
+    return static_cast<double>(candidate_bytes) > 1.5 * static_cast<double>(f.reference_peak()) + static_cast<double>(kHarnessBlocks);
+}
+
+int64_t device_capacity(int64_t total_bytes, int64_t free_bytes, int lanes, int64_t reserved_bytes) {
+    const int64_t margin = std::max<int64_t>(2 * kGiB, total_bytes / 25);
+    return std::max<int64_t>(0, free_bytes - static_cast<int64_t>(std::max(lanes, 0)) * kCudaContextBytes -
+                                    std::max<int64_t>(0, reserved_bytes) - margin);
+}
+
+std::string gib(int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
+    return buf;
+}
+
+// ---- DeviceMemoryBudget ----------------------------------------------------------------------------
+
+DeviceMemoryBudget::DeviceMemoryBudget(int64_t capacity_bytes) : capacity_(std::max<int64_t>(0, capacity_bytes)) {}
+
+DeviceMemoryBudget::Reservation::Reservation(Reservation&& o) noexcept
+    : budget_(o.budget_), bytes_(o.bytes_), beside_(o.beside_) {
+    o.budget_ = nullptr;
+}
+
+DeviceMemoryBudget::Reservation& DeviceMemoryBudget::Reservation::operator=(Reservation&& o) noexcept {
+    if (this != &o) {
+        release();
+        budget_ = o.budget_;
+        bytes_ = o.bytes_;
+        beside_ = o.beside_;
+        o.budget_ = nullptr;
+    }
+    return *this;
+}
+
+void DeviceMemoryBudget::Reservation::release() {
+    if (budget_) budget_->give_back(bytes_);
+    budget_ = nullptr;
+}
+
+DeviceMemoryBudget::Reservation DeviceMemoryBudget::acquire(int64_t bytes, const std::atomic<bool>& stop) {
+    bytes = std::max<int64_t>(0, bytes);
+    if (bytes > capacity_)
+        throw std::length_error("needs " + gib(bytes) + " of device memory; the device offers " + gib(capacity_) +
+                                " to the verifier's jobs");
+    std::unique_lock lock(mu_);
+    const uint64_t ticket = next_ticket_++;
+    queue_.push_back(ticket);
+    cv_.wait(lock, [&] { return stop.load() || (queue_.front() == ticket && in_use_ + bytes <= capacity_); });
+    queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
+    Reservation r;
+    if (stop.load()) {
+        cv_.notify_all();
+        return r;
+    }
+    r.budget_ = this;
+    r.bytes_ = bytes;
+    r.beside_ = in_use_;
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    cv_.notify_all();  // the next in line may fit too
+    return r;
+}
+
+void DeviceMemoryBudget::give_back(int64_t bytes) {
+    {
+        std::lock_guard lock(mu_);
+        in_use_ -= bytes;
+    }
+    cv_.notify_all();
+}
+
+void DeviceMemoryBudget::wake() {
+    { std::lock_guard lock(mu_); }
+    cv_.notify_all();
+}
+
+int64_t DeviceMemoryBudget::in_use() const {
+    std::lock_guard lock(mu_);
+    return in_use_;
+}
+
+int64_t DeviceMemoryBudget::peak_in_use() const {
+    std::lock_guard lock(mu_);
+    return peak_;
+}
+
+int DeviceMemoryBudget::waiting() const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(queue_.size());
+}
+
+}  // namespace kz

@@ -1,0 +1,130 @@
+// GPU memory as a scheduled resource of the verifier.
+//
+// Each job's need is known before it is admitted to a device: the task's footprint is measured once
+// by the reference worker (with its baselines, cached with them) and turned into what the job's two
+// processes hold at most (job_memory). A job is admitted only while the needs of all admitted jobs,
+// its own included, fit in the device's capacity; other jobs wait, first come first served (a large
+// job is never overtaken indefinitely by small ones). The candidate child's share is also its cap
+// (torch's per-process memory fraction): a candidate that needs more fails in its own process, not in
+// a neighbour's, and the verifier then runs it again alone (verify/verifier.cpp).
+//
+// Thread safety: DeviceMemoryBudget is thread-safe; the rest are values.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace kz {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+// A CUDA context with torch loaded (kernels load lazily), as one process holds it on the device.
+constexpr int64_t kCudaContextBytes = 640 * kMiB;
+// The timing loop keeps its input sets while all of them fit in this, else makes each again when it
+// is needed (sent to the workers with every timing request).
+constexpr int64_t kKeptTimingSetBytes = 512 * kMiB;
+
+// What a task holds and allocates on its device, in bytes: parameters and buffers, one input set,
+// the storage of its output, and what one forward allocates above its parameters and inputs (the
+// output and any workspace). `measured`: by the caching allocator around a real forward (with the
+// baselines); otherwise estimated from shapes on the meta device, which sees no workspace.
+struct TaskFootprint {
+    int64_t params = 0, inputs = 0, outputs = 0, forward = 0;
+    bool measured = false;
+
+    // The reference worker's `memory` object (measured = true) or `footprint` reply (false); nullopt
+    // when it holds no usable figures (a task that cannot run on the meta device, say).
+    static std::optional<TaskFootprint> from_json(const nlohmann::json& j, bool measured);
+    nlohmann::json to_json() const;
+    // What the reference needs for one forward: parameters, an input set, the forward's allocations.
+    int64_t reference_peak() const { return params + inputs + forward; }
+};
+
+// The most one job holds on the device, by process.
+struct JobMemory {
+    // The reference worker: the model, one input set, its own output and forward scratch, and the
+    // comparison's scratch (the candidate's output is mapped from the child, counted there).
+    int64_t reference = 0;
+    // The candidate child: the model, up to three input sets (trial inputs and their snapshot; two
+    // timing buffers and the set being refreshed), its forward, the harness's L2-flush and poison
+    // blocks, with headroom for a candidate that needs somewhat more than the reference. Also the
+    // cap of the child's allocator.
+    int64_t candidate = 0;
+    int64_t total() const { return reference + candidate; }
+    nlohmann::json to_json() const;
+};
+
+JobMemory job_memory(const TaskFootprint& f);
+// The reference worker measuring the baselines: the model, the timing loop's buffers, eager and
+// torch.compile forwards (an estimated footprint gets room for the workspace it cannot see).
+int64_t baseline_memory(const TaskFootprint& f);
+
+// Whether a candidate that ran out of memory alone on the device "needs clearly more" than the
+// reference: it held more than half again the reference's measured peak (plus a margin for the
+// harness's own blocks).
+bool clearly_more_than_reference(int64_t candidate_bytes, const TaskFootprint& f);
+
+// What a device offers the verifier's jobs: the memory free once every worker of the verifier is
+// up (their CUDA contexts are then counted), less a context for each lane's next candidate child,
+// what others in this process will take later (`reserved_bytes`: task validation's workers) and a
+// safety margin. Never negative.
+int64_t device_capacity(int64_t total_bytes, int64_t free_bytes, int lanes, int64_t reserved_bytes = 0);
+
+std::string gib(int64_t bytes);  // "12.3 GiB"
+
+class DeviceMemoryBudget {
+public:
+    explicit DeviceMemoryBudget(int64_t capacity_bytes);
+    DeviceMemoryBudget(const DeviceMemoryBudget&) = delete;
+    DeviceMemoryBudget& operator=(const DeviceMemoryBudget&) = delete;
+
+    // Admitted memory, returned when destroyed (or on release()). Movable, not copyable.
+    class Reservation {
+    public:
+        Reservation() = default;
+        Reservation(Reservation&& o) noexcept;
+        Reservation& operator=(Reservation&& o) noexcept;
+        ~Reservation() { release(); }
+        void release();
+        int64_t bytes() const { return bytes_; }
+        bool admitted() const { return budget_ != nullptr; }
+        // Other jobs' memory admitted beside this one when it was admitted.
+        int64_t beside() const { return beside_; }
+
+    private:
+        friend class DeviceMemoryBudget;
+        DeviceMemoryBudget* budget_ = nullptr;
+        int64_t bytes_ = 0, beside_ = 0;
+    };
+
+    // Blocks until `bytes` are admitted (in order of arrival, each once the admitted jobs leave room
+    // for it). Throws std::length_error when `bytes` exceed the whole capacity (the job cannot run even
+    // alone). Returns a reservation that is not admitted() when `stop` is set while waiting (wake()
+    // makes waiters look).
+    Reservation acquire(int64_t bytes, const std::atomic<bool>& stop);
+    // The whole capacity: the job runs with nothing else of this verifier on the device.
+    Reservation acquire_all(const std::atomic<bool>& stop) { return acquire(capacity_, stop); }
+    void wake();
+
+    int64_t capacity() const { return capacity_; }
+    int64_t in_use() const;
+    int64_t peak_in_use() const;  // the most admitted at once so far
+    int waiting() const;
+
+private:
+    void give_back(int64_t bytes);
+    const int64_t capacity_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<uint64_t> queue_;  // tickets of waiting jobs, in order of arrival
+    uint64_t next_ticket_ = 0;
+    int64_t in_use_ = 0, peak_ = 0;
+};
+
+}  // namespace kz
