@@ -23,10 +23,11 @@ constexpr double kCandidateHeadroom = 1.5;
 
 int64_t with_slack(int64_t bytes) { return static_cast<int64_t>(static_cast<double>(bytes) * kAllocatorSlack) + kAllocatorFloor; }
 
+// A byte count from a worker's reply; -1 when absent, negative or beyond any device (2^50).
 int64_t bytes_of(const json& j, const char* key) {
     if (!j.contains(key) || !j[key].is_number()) return -1;
     const double v = j[key].get<double>();
-    return v < 0 ? -1 : static_cast<int64_t>(v);
+    return v < 0 || v > 0x1p50 ? -1 : static_cast<int64_t>(v);
 }
 
 }  // namespace
@@ -49,13 +50,15 @@ json TaskFootprint::to_json() const {
 
 json JobMemory::to_json() const { return {{"reference", reference}, {"candidate", candidate}}; }
 
+int64_t honest_candidate_memory(const TaskFootprint& f) {
+    const int64_t kept_sets = std::min<int64_t>(3 * f.inputs, kKeptTimingSetBytes);
+    return with_slack(2 * f.params + 3 * f.inputs + f.forward + kHarnessBlocks + kept_sets);
+}
+
 JobMemory job_memory(const TaskFootprint& f) {
     JobMemory m;
     m.reference = with_slack(f.params + f.inputs + f.forward + kCompareScratch);
-    const int64_t kept_sets = std::min<int64_t>(3 * f.inputs, kKeptTimingSetBytes);
-    m.candidate = static_cast<int64_t>(
-        static_cast<double>(with_slack(f.params + 3 * f.inputs + f.forward + kHarnessBlocks + kept_sets)) *
-        kCandidateHeadroom);
+    m.candidate = static_cast<int64_t>(static_cast<double>(honest_candidate_memory(f)) * kCandidateHeadroom);
     return m;
 }
 
@@ -67,12 +70,12 @@ int64_t baseline_memory(const TaskFootprint& f) {
 }
 
 bool clearly_more_than_reference(int64_t candidate_bytes, const TaskFootprint& f) {
-    return static_cast<double>(candidate_bytes) > 1.5 * static_cast<double>(f.reference_peak()) + static_cast<double>(kHarnessBlocks);
+    return static_cast<double>(candidate_bytes) > 1.5 * static_cast<double>(honest_candidate_memory(f));
 }
 
 int64_t device_capacity(int64_t total_bytes, int64_t free_bytes, int lanes, int64_t reserved_bytes) {
     const int64_t margin = std::max<int64_t>(2 * kGiB, total_bytes / 25);
-    return std::max<int64_t>(0, free_bytes - static_cast<int64_t>(std::max(lanes, 0)) * kCudaContextBytes -
+    return std::max<int64_t>(0, free_bytes - 3 * static_cast<int64_t>(std::max(lanes, 0)) * kCudaContextBytes -
                                     std::max<int64_t>(0, reserved_bytes) - margin);
 }
 

@@ -65,15 +65,19 @@ JobMemory job_memory(const TaskFootprint& f);
 // torch.compile forwards (an estimated footprint gets room for the workspace it cannot see).
 int64_t baseline_memory(const TaskFootprint& f);
 
+// What the candidate child of a job holds when its candidate needs what the reference does (the
+// reference's own module as the candidate): the model twice while it is built, the input sets the
+// harness keeps, the forward, the harness's blocks. job_memory's candidate share is this with headroom.
+int64_t honest_candidate_memory(const TaskFootprint& f);
+
 // Whether a candidate that ran out of memory alone on the device "needs clearly more" than the
-// reference: it held more than half again the reference's measured peak (plus a margin for the
-// harness's own blocks).
+// reference: it held more than half again what a child running the reference's module holds.
 bool clearly_more_than_reference(int64_t candidate_bytes, const TaskFootprint& f);
 
-// What a device offers the verifier's jobs: the memory free once every worker of the verifier is
-// up (their CUDA contexts are then counted), less a context for each lane's next candidate child,
-// what others in this process will take later (`reserved_bytes`: task validation's workers) and a
-// safety margin. Never negative.
+// What a device offers the verifier's jobs: the memory free when the verifier starts, less the CUDA
+// contexts its processes hold once busy (per lane a reference worker, a running child and a spare:
+// they open them lazily, after the reading), what others in this process will take later
+// (`reserved_bytes`: task validation's workers) and a safety margin. Never negative.
 int64_t device_capacity(int64_t total_bytes, int64_t free_bytes, int lanes, int64_t reserved_bytes = 0);
 
 std::string gib(int64_t bytes);  // "12.3 GiB"

@@ -288,13 +288,14 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     }
 
     // 4. Correctness, from the reference side: each output as the child sent it. A run the reference
-    // stopped (its output was wrong, or its kernels decoys) has the later slots empty.
+    // stopped (its output was wrong, or its kernels decoys: the reference says which) has the later
+    // slots empty; a child that stopped without being told has them missing.
     if (!cmp.is_object()) {
         v.status = Status::infra_error;
         v.reason = "no comparison from the reference worker";
         return v;
     }
-    const bool stopped = run.contains("stopped") && run["stopped"].is_string();
+    const bool stopped = cmp.contains("decided") && cmp["decided"].is_string();
     if (cmp.contains("ablation_matches") && cmp["ablation_matches"].is_boolean()) {
         bool matches = cmp["ablation_matches"].get<bool>();
         v.checks["kernel_ablation"] = matches ? "fail" : "pass";

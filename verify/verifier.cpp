@@ -214,6 +214,9 @@ void Verifier::start() {
             capacity = device_capacity(m.value("total", int64_t{0}), m.value("free", int64_t{0}), opts_.lanes,
                                        opts_.reserved_device_bytes);
         }
+        if (capacity < kGiB)
+            throw std::runtime_error("device " + opts_.device + " leaves " + gib(capacity) + " for the verifier's jobs (" +
+                                     std::to_string(opts_.lanes) + " lanes): fewer lanes, or free the device");
         budget_ = std::make_unique<DeviceMemoryBudget>(capacity);
     }
 }
@@ -307,7 +310,8 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
             continue;
         }
         if (r.status != ReplyStatus::ok) {
-            worker_failed = r.worker_failure();
+            // A device kept busy by another job's forward is retried like a worker failure.
+            worker_failed = r.worker_failure() || r.body.value("busy", false);
             error = r.detail;
             if (r.body.value("memory_failure", false))
                 error = "the task does not fit on this device even alone (" + gib(budget_ ? budget_->capacity() : 0) +
@@ -513,10 +517,11 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
         // Out of memory with the device to itself: the candidate's doing only if it needs clearly more
         // than the reference; otherwise the device itself is short (another process holds memory).
         const json& m = replies.run.value("memory", json::object());
-        const int64_t held = m.value("peak_bytes", int64_t{0}) + m.value("tried_bytes", int64_t{0});
-        const std::string figures = "it needed at least " + gib(held) + " (its allocator may hold " +
-                                    gib(m.value("cap_bytes", int64_t{0})) + "), the reference needs " +
-                                    gib(footprint->reference_peak());
+        auto bytes = [&](const char* key) { return m.contains(key) && m[key].is_number() ? m[key].get<int64_t>() : 0; };
+        const int64_t held = bytes("peak_bytes") + bytes("tried_bytes");
+        const std::string figures = "it needed at least " + gib(held) + " (its allocator may hold " + gib(bytes("cap_bytes")) +
+                                    "), the reference needs " + gib(footprint->reference_peak()) +
+                                    " (a child running it about " + gib(honest_candidate_memory(*footprint)) + ")";
         if (clearly_more_than_reference(held, *footprint)) {
             v.reason = "ran out of device memory with the device to itself: " + figures + ". " + v.reason;
         } else {

@@ -256,6 +256,17 @@ class DeviceLock(unittest.TestCase):
         r.join()
         self.assertEqual(events, ["two readers", "writer", "late reader"])
 
+    def test_a_writer_gives_up_on_a_reader_that_never_leaves(self):
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+        with harness.device_lock(path, exclusive=False):  # a hung forward elsewhere
+            t0 = time.monotonic()
+            with self.assertRaises(harness.DeviceBusy):
+                with harness.device_lock(path, exclusive=True, wait_s=0.3):
+                    pass
+            self.assertLess(time.monotonic() - t0, 2.0)
+            with harness.device_lock(path, exclusive=False):  # readers are let through again
+                pass
+
 
 class Transfer(unittest.TestCase):
     """The channel between the candidate child and the reference, on CPU tensors (their storages'
@@ -277,7 +288,8 @@ class Transfer(unittest.TestCase):
         transfer.accept_bytes(b, accept)
         r = transfer.Received()
         if accept:
-            received["out"] = r.build(msg["out"], b, "cpu")
+            r.receive(msg["out"], b)
+            received["out"] = r.build(msg["out"], "cpu")
         received["desc"] = msg["out"]
         t.join()
         a.close()
@@ -314,8 +326,10 @@ class Transfer(unittest.TestCase):
         desc = {"kind": "tensor", "shape": [4], "stride": [1], "dtype": "torch.float32", "device": "cpu",
                 "storage_bytes": 8, "offset": 0}  # 4 floats on 8 bytes
         a.sendall(b"\0" * 8)
+        r = transfer.Received()
+        r.receive(desc, b)  # every announced byte is read before anything is built
         with self.assertRaises(RuntimeError):
-            transfer.Received().build(desc, b, "cpu")
+            r.build(desc, "cpu")
         a.close()
         b.close()
 
@@ -332,7 +346,9 @@ class Transfer(unittest.TestCase):
                 if msg.get("end"):
                     break
                 transfer.accept_bytes(conn, True)
-                out = transfer.Received().build(msg["out"], conn, "cpu")
+                r = transfer.Received()
+                r.receive(msg["out"], conn)
+                out = r.build(msg["out"], "cpu")
                 got.append((msg["slot"], float(out.sum())))
                 transfer.reply(conn, msg["slot"] != "timing")
             conn.close()

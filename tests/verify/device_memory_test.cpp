@@ -177,8 +177,8 @@ TEST(DeviceMemory, ConcurrentJobsNeverOversubscribe) {
 // largest elementwise tasks (6 GiB in, 6 GiB out) run two or three at a time, small tasks many.
 TEST(DeviceMemory, JobNeedsFromFootprints) {
     const int64_t capacity = kz::device_capacity(int64_t{143} * 1000 * 1000 * 1000, 139 * kGiB, 8);
-    EXPECT_GT(capacity, 120 * kGiB);
-    EXPECT_LT(capacity, 135 * kGiB);
+    EXPECT_GT(capacity, 110 * kGiB);  // 8 lanes x 3 contexts and a 4% margin out of 139 GiB free
+    EXPECT_LT(capacity, 125 * kGiB);
 
     const auto relu = footprint(0, 6, 6, 6);
     const auto need = kz::job_memory(relu);
@@ -196,9 +196,13 @@ TEST(DeviceMemory, JobNeedsFromFootprints) {
     estimate.measured = false;
     EXPECT_GT(kz::baseline_memory(estimate), kz::baseline_memory(relu));
 
-    // "Clearly more than the reference": half again its peak, beyond the harness's own blocks.
-    EXPECT_FALSE(kz::clearly_more_than_reference(relu.reference_peak() + kGiB, relu));
-    EXPECT_TRUE(kz::clearly_more_than_reference(2 * relu.reference_peak() + 2 * kGiB, relu));
+    // "Clearly more than the reference": half again what a child running the reference's module
+    // holds, so the harness's own input sets never make an honest candidate look greedy.
+    const int64_t honest = kz::honest_candidate_memory(relu);
+    EXPECT_GE(honest, relu.reference_peak() + 2 * relu.inputs);
+    EXPECT_FALSE(kz::clearly_more_than_reference(honest + 2 * kGiB, relu));
+    EXPECT_TRUE(kz::clearly_more_than_reference(2 * honest, relu));
+    EXPECT_TRUE(kz::clearly_more_than_reference(200 * kGiB, relu));
 }
 
 TEST(DeviceMemory, FootprintsFromTheWorkersReplies) {
@@ -209,6 +213,8 @@ TEST(DeviceMemory, FootprintsFromTheWorkersReplies) {
     EXPECT_FALSE(kz::TaskFootprint::from_json({{"estimated", false}, {"why", "nonzero on meta"}}, false).has_value());
     EXPECT_FALSE(kz::TaskFootprint::from_json({{"params", -1}, {"inputs", 0}, {"outputs", 0}, {"forward", 0}}, true).has_value());
     EXPECT_FALSE(kz::TaskFootprint::from_json(nullptr, true).has_value());
+    EXPECT_FALSE(kz::TaskFootprint::from_json({{"params", 1e30}, {"inputs", 0}, {"outputs", 0}, {"forward", 0}}, true)
+                     .has_value());  // beyond any device: refused, not wrapped
     EXPECT_EQ(kz::device_capacity(80 * kGiB, kGiB, 4), 0);  // never negative
 }
 

@@ -259,6 +259,7 @@ TEST(Verdict, UnreadableOutputsAreIncorrect) {
 TEST(Verdict, StoppedRunIsJudgedOnWhatWasCompared) {
     auto r = good();
     r.run["stopped"] = "trial 1";
+    r.compare["decided"] = "trial 1";
     r.run.erase("timing");
     r.compare["trials"] = {trial(true), trial(false), nullptr, nullptr, nullptr};
     r.compare["timing"] = {nullptr, nullptr, nullptr};
@@ -279,6 +280,7 @@ TEST(Verdict, StoppedRunIsJudgedOnWhatWasCompared) {
     // Stopped at the ablation: the kernels are decoys.
     r = good();
     r.run["stopped"] = "ablation 0";
+    r.compare["decided"] = "ablation 0";
     r.run.erase("timing");
     r.compare["timing"] = {nullptr, nullptr, nullptr};
     r.compare["recheck"] = nullptr;
@@ -294,6 +296,14 @@ TEST(Verdict, AnOutputMissingFromAnUnstoppedRunIsTheVerifiers) {
     auto v = kz::assemble_verdict(r, strict());
     EXPECT_EQ(v.status, Status::infra_error);
     EXPECT_NE(v.reason.find("timing set 2"), std::string::npos);
+    // The child saying it was stopped is not enough: only the reference decides.
+    r = good();
+    r.run["stopped"] = "trial 0";
+    r.run.erase("timing");
+    r.compare["trials"] = {trial(true), nullptr, nullptr, nullptr, nullptr};
+    r.compare["timing"] = {nullptr, nullptr, nullptr};
+    r.compare["recheck"] = nullptr;
+    EXPECT_EQ(kz::assemble_verdict(r, strict()).status, Status::infra_error);
 }
 
 TEST(Verdict, ReferenceSideFailuresAreTheVerifiers) {

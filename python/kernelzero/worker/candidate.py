@@ -45,10 +45,10 @@ def _detach(out):
 
 
 class Failure(Exception):
-    def __init__(self, kind, reason, check=None, cuda_error=False, memory_error=False):
+    def __init__(self, kind, reason, check=None, cuda_error=False, memory_error=False, retry=False):
         super().__init__(reason)
         self.kind, self.reason, self.check, self.cuda_error = kind, reason, check, cuda_error
-        self.memory_error = memory_error
+        self.memory_error, self.retry = memory_error, retry
 
 
 def _failure(e, what):
@@ -120,8 +120,8 @@ def run_job(req, job_dir, recorder):
         _run_job(req, job_dir, recorder, channel, result)
     except _Decided as d:
         result["stopped"] = str(d)
-    except transfer.ChannelError as e:
-        raise Failure("infra_error", str(e))
+    except (transfer.ChannelError, harness.DeviceBusy) as e:
+        raise Failure("infra_error", str(e), retry=True)
     finally:
         channel.close()
     return result
@@ -177,8 +177,12 @@ def _run_job(req, job_dir, recorder, channel, result):
         if not channel.send(slot, index, out):
             raise _Decided(f"{slot} {index}")
 
+    def made(input_seed):  # unlocked: time_callable holds the lock around its own calls
+        return harness.make_inputs(task, input_seed, device)
+
     def inputs_for(slot, index=0):
-        return harness.make_inputs(task, harness.slot_seed(seed, slot, index), device)
+        with harness.device_lock(lock, exclusive=False):
+            return made(harness.slot_seed(seed, slot, index))
 
     forward_seconds = 0.0
     recorder.reset()
@@ -187,7 +191,8 @@ def _run_job(req, job_dir, recorder, channel, result):
         for i in range(int(req["trials"])):
             inputs = None  # the previous set goes before the next is made
             inputs = inputs_for("trial", i)
-            snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            with harness.device_lock(lock, exclusive=False):
+                snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             out, secs = call(inputs, census)
             forward_seconds += secs
             if i == 0:
@@ -200,7 +205,7 @@ def _run_job(req, job_dir, recorder, channel, result):
             if changed is not None:
                 checks["inputs_unchanged"] = "fail"
                 raise Failure("incorrect", f"trial {i}: forward modified input {changed} in place", "inputs_unchanged")
-    except (Failure, _Decided, transfer.ChannelError):
+    except (Failure, _Decided, transfer.ChannelError, harness.DeviceBusy):
         raise
     except BaseException as e:
         raise _forward_failure(e, recorder)
@@ -254,9 +259,9 @@ def _run_job(req, job_dir, recorder, channel, result):
     stage("kernel_share_s")
 
     try:
-        sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
-                                 [harness.slot_seed(seed, "timing", m) for m in range(harness.TIMING_SETS)],
-                                 int(req["keep_sets_bytes"]))
+        with harness.device_lock(lock, exclusive=False):
+            sets = harness.InputSets(made, [harness.slot_seed(seed, "timing", m) for m in range(harness.TIMING_SETS)],
+                                     int(req["keep_sets_bytes"]))
         timing, _ = harness.time_callable(lambda *a: _detach(model(*a)), sets, device,
                                           int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
                                           lock_path=lock, min_iters=req.get("min_iters"),
@@ -268,7 +273,7 @@ def _run_job(req, job_dir, recorder, channel, result):
         recheck, _ = call(inputs_for("recheck"))
         send("recheck", 0, recheck)
         del recheck
-    except (_Decided, transfer.ChannelError):
+    except (_Decided, transfer.ChannelError, harness.DeviceBusy):
         raise
     except BaseException as e:
         raise _forward_failure(e, recorder, " during timing")
@@ -373,7 +378,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
             result["ok"] = True
         except Failure as f:
             result = {"ok": False, "kind": f.kind, "reason": f.reason, "check": f.check, "cuda_error": f.cuda_error,
-                      "memory_error": f.memory_error}
+                      "memory_error": f.memory_error, "retry": f.retry}
         except BaseException as e:
             result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
                       "cuda_error": harness.is_cuda_error(e), "memory_error": harness.is_memory_error(e),

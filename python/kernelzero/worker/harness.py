@@ -215,18 +215,21 @@ def _compare_floats(i, r, o, atol, rtol):
     stats = torch.stack([max_abs, max_rel, diff_sq, ref_sq, n_nonfinite_bad.double(), n_unreproduced.double(),
                          n_bad.double()]).tolist()
     max_abs_v, max_rel_v, diff_sq_v, ref_sq_v, nonfinite_bad, unreproduced, bad = stats
+    # Errors past float64's range are reported as unknown (JSON has no infinity).
+    max_abs_v, max_rel_v = finite_or_none(max_abs_v), finite_or_none(max_rel_v)
     if nonfinite_bad:
         return _failed(f"output leaf {i}: {int(nonfinite_bad)} NaN/Inf values where the reference is finite")
     if unreproduced:
         return _failed(f"output leaf {i}: non-finite reference values not reproduced")
     if bad:
         return _failed(f"output leaf {i}: {int(bad)} of {r.numel()} elements outside atol={atol} rtol={rtol} "
-                       f"(max abs err {max_abs_v:.4g})", True, max_abs_v, max_rel_v)
+                       f"(max abs err {max_abs_v if max_abs_v is None else f'{max_abs_v:.4g}'})", True, max_abs_v,
+                       max_rel_v)
     # Elementwise allclose passes anything when the reference is far below atol (zeros pass a
     # softmax over 4096 columns: KernelBench issue #165); the error relative to the reference's
     # own norm must also be small.
     ref_norm = math.sqrt(ref_sq_v)
-    if ref_norm > 1e-12 * max(1, r.numel()) ** 0.5:
+    if math.isfinite(ref_norm) and ref_norm > 1e-12 * max(1, r.numel()) ** 0.5:
         rel_l2 = math.sqrt(diff_sq_v) / ref_norm
         if rel_l2 > rtol:
             return _failed(f"output leaf {i}: relative L2 error {rel_l2:.3g} exceeds {rtol} "
@@ -261,8 +264,8 @@ def compare(ref, out, tolerances=None):
         res = _compare_floats(i, r, o, atol, rtol)
         if not res["ok"]:
             return res
-        max_abs = max(max_abs, res["max_abs_err"])
-        max_rel = max(max_rel, res["max_rel_err"])
+        max_abs = max(max_abs, res["max_abs_err"] or 0.0)
+        max_rel = max(max_rel, res["max_rel_err"] or 0.0)
     return {"ok": True, "reason": "", "max_abs_err": max_abs, "max_rel_err": max_rel, "meta": True}
 
 
@@ -288,12 +291,24 @@ def first_changed(snapshot, inputs):
     return None
 
 
+class DeviceBusy(RuntimeError):
+    """The device lock could not be had exclusively in time (another process's forward held it): the
+    job is the verifier's to retry, not the candidate's to answer for."""
+
+
+# How long a timer waits for the device before giving the readers back and reporting DeviceBusy: a
+# hung forward elsewhere holds the lock shared until it is killed, and a waiting timer blocks every
+# new reader meanwhile.
+EXCLUSIVE_WAIT_S = 20.0
+
+
 @contextlib.contextmanager
-def device_lock(path, exclusive=True):
+def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
     """A device-wide reader/writer lock shared by every process of a verifier on one device: timed
     iterations take it exclusively (nothing else of ours runs on the device while they are timed),
-    every other piece of GPU work (a forward, a comparison) takes it shared. A writer waiting for it
-    holds a turnstile that new readers pass through, so a stream of readers cannot starve timing.
+    every other piece of GPU work (a forward, a comparison, making inputs) takes it shared. A writer
+    waiting for it holds a turnstile that new readers pass through, so a stream of readers cannot
+    starve timing; a writer that waits longer than `wait_s` lets the readers go and raises DeviceBusy.
     Never held while waiting on another process: the processes of a job wait on each other."""
     if not path:
         yield
@@ -303,7 +318,17 @@ def device_lock(path, exclusive=True):
     try:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         if exclusive:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            deadline = time.monotonic() + wait_s
+            pause = 0.0005
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise DeviceBusy(f"the device stayed busy for {wait_s:.0f} s (another job's forward)")
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.01)
         else:
             fcntl.flock(lock, fcntl.LOCK_SH)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
@@ -434,20 +459,21 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     m_sets = len(input_sets)
     get = input_sets.get if isinstance(input_sets, InputSets) else input_sets.__getitem__
     bufs = []
-    for b in range(buffers):
-        src = get(b % m_sets)
-        bufs.append([x.clone() if isinstance(x, torch.Tensor) else x for x in src])
-        del src
     flush_src = flush_dst = None
     cycles_per_ms = None
-    if is_cuda:
-        # L2 is flushed by a device-to-device copy of twice its size (a copy engine memcpy: no torch
-        # kernel to load in a fresh process).
-        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 << 20) or (64 << 20)
-        flush_src = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
-        flush_dst = torch.empty_like(flush_src)
-        cycles_per_ms = _cycles_per_ms(dev)
-    else:
+    with device_lock(lock_path, exclusive=False):
+        for b in range(buffers):
+            src = get(b % m_sets)
+            bufs.append([x.clone() if isinstance(x, torch.Tensor) else x for x in src])
+            del src
+        if is_cuda:
+            # L2 is flushed by a device-to-device copy of twice its size (a copy engine memcpy: no
+            # torch kernel to load in a fresh process).
+            l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 << 20) or (64 << 20)
+            flush_src = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
+            flush_dst = torch.empty_like(flush_src)
+            cycles_per_ms = _cycles_per_ms(dev)
+    if not is_cuda:
         checks = 0
     tail = max(checks, m_sets)  # untimed iterations; the last m_sets of them give the kept outputs
     min_iters = min(int(min_iters), iters) if min_iters else iters

@@ -84,11 +84,14 @@ class Reference:
             try:
                 model = harness.build(task.Model, harness.init_inputs(task, seed), seed, device)
                 res["memory"] = _measure_forward(model, task, device, lock)
-                sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
-                                         [harness.slot_seed(seed, "timing", m) for m in range(TIMING_SETS)],
-                                         int(req["keep_sets_bytes"]))
+                with harness.device_lock(lock, exclusive=False):
+                    sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
+                                             [harness.slot_seed(seed, "timing", m) for m in range(TIMING_SETS)],
+                                             int(req["keep_sets_bytes"]))
                 res["eager"], _ = harness.time_callable(model, sets, device, iters, lock_path=lock, checks=0,
                                                         keep=discard, **adaptive)
+            except harness.DeviceBusy as e:
+                return {"ok": False, "busy": True, "error": "timing the reference: " + str(e)}
             except BaseException as e:
                 if harness.is_memory_error(e):
                     return {"ok": False, "memory_failure": True,
@@ -99,7 +102,10 @@ class Reference:
                 try:
                     compiled = torch.compile(model)
                     t0 = time.perf_counter()
-                    first = sets.get(0)
+                    with harness.device_lock(lock, exclusive=False):
+                        first = sets.get(0)
+                    # Unlocked: Inductor compiles (seconds of CPU) inside this first call, and a
+                    # reader holding the lock that long would stall every timer.
                     with torch.no_grad():
                         compiled(*first)
                     harness.sync(device)
@@ -107,6 +113,8 @@ class Reference:
                     res["compile_s"] = time.perf_counter() - t0
                     res["compiled"], _ = harness.time_callable(compiled, sets, device, iters, lock_path=lock,
                                                                checks=0, keep=discard, **adaptive)
+                except harness.DeviceBusy as e:
+                    return {"ok": False, "busy": True, "error": "timing the compiled reference: " + str(e)}
                 except BaseException as e:  # noqa: BLE001 - a task torch.compile cannot handle has no such baseline
                     res["compile_error"] = harness.describe_exception(e)
             res["memory"]["baseline_peak"] = _peak(device)
@@ -155,7 +163,8 @@ def _peak(device):
 def _measure_forward(model, task, device, lock):
     """What the task holds (parameters, one input set) and what one forward allocates above that
     (its output and workspace), in bytes, measured by the caching allocator."""
-    inputs = harness.make_inputs(task, harness.slot_seed(0, "trial"), device)
+    with harness.device_lock(lock, exclusive=False):
+        inputs = harness.make_inputs(task, harness.slot_seed(0, "trial"), device)
     mem = {"params": _module_bytes(model), "inputs": harness.logical_bytes(inputs)}
     if device.type != "cuda":
         with torch.no_grad():
@@ -194,7 +203,7 @@ class _Job(threading.Thread):
         self.listener = transfer.listen(self.path)
         self.cancel_r, self.cancel_w = os.pipe()
         self.out = {"trials": [None] * self.trials, "timing": [None] * TIMING_SETS, "recheck": None,
-                    "ablation_matches": None, "connected": False, "ended": False}
+                    "ablation_matches": None, "connected": False, "ended": False, "decided": None}
         self.error = None
         self.task_error = None
         self.memory_failure = None
@@ -217,6 +226,8 @@ class _Job(threading.Thread):
                "connected": self.out["connected"], "ended": self.out["ended"]}
         if self.out["ablation_matches"] is not None:
             res["ablation_matches"] = self.out["ablation_matches"]
+        if self.out["decided"]:
+            res["decided"] = self.out["decided"]
         if self.task_error:
             res["task_error"] = self.task_error
         if self.memory_failure:
@@ -231,7 +242,9 @@ class _Job(threading.Thread):
         conn = None
         try:
             if self.device.type == "cuda":
+                # This thread's driver calls (IPC mappings) need the device's context current here.
                 torch.cuda.set_device(harness.device_index(self.device))
+                torch.cuda.synchronize(self.device)
             self.task = self.ref.task(self.req["task_source"])
             try:
                 self.model = harness.build(self.task.Model, harness.init_inputs(self.task, self.seed), self.seed,
@@ -286,8 +299,8 @@ class _Job(threading.Thread):
                 return None  # the child ended without connecting
 
     def _reference_output(self, slot, index):
-        inputs = harness.make_inputs(self.task, harness.slot_seed(self.seed, slot, index), self.device)
         with harness.device_lock(self.lock, exclusive=False), torch.no_grad():
+            inputs = harness.make_inputs(self.task, harness.slot_seed(self.seed, slot, index), self.device)
             out = self.model(*inputs)
             harness.sync(self.device)
         return out.detach() if isinstance(out, torch.Tensor) else out
@@ -313,6 +326,8 @@ class _Job(threading.Thread):
             self.pending = None
             res = self._compare(conn, ref, msg.get("out") or {})
             del ref
+            if slot == "ablation" and res.get("unreadable"):
+                res["ok"] = True  # fail closed: an ablated output that cannot be read clears no one
             if slot == "trial":
                 self.out["trials"][index] = res
             elif slot == "timing":
@@ -324,6 +339,7 @@ class _Job(threading.Thread):
             decided = (slot == "ablation") == bool(res["ok"])  # a failed comparison, or a decoy found
             transfer.reply(conn, not decided)
             if decided:
+                self.out["decided"] = f"{slot} {index}"
                 return
             if slot == "trial" and index + 1 < self.trials:
                 self.pending = ("trial", index + 1, self._reference_output("trial", index + 1))
@@ -340,20 +356,26 @@ class _Job(threading.Thread):
             transfer.accept_bytes(conn, not mm, everything=not mapped)
             if mm:
                 return {"ok": False, "reason": mm, "max_abs_err": None, "max_rel_err": None, "meta": False}
-            try:
-                out = received.build(desc, conn, self.device, as_bytes=not mapped)
-            except (transfer.ChannelError, RuntimeError, ValueError, TypeError, KeyError) as e:
-                return {"ok": False, "reason": "the candidate's output cannot be read: " + harness.describe_exception(e),
-                        "max_abs_err": None, "max_rel_err": None, "meta": True, "unreadable": True}
+            received.receive(desc, conn, as_bytes=not mapped)
             with harness.device_lock(self.lock, exclusive=False):
+                try:
+                    out = received.build(desc, self.device, as_bytes=not mapped)
+                except Exception as e:  # noqa: BLE001 - the device's own failures are the verifier's
+                    if harness.is_memory_error(e) or harness.is_cuda_error(e):
+                        raise
+                    return {"ok": False, "reason": "the candidate's output cannot be read: " + harness.describe_exception(e),
+                            "max_abs_err": None, "max_rel_err": None, "meta": True, "unreadable": True}
                 res = harness.compare(ref, out, self.tolerances)
                 del out
-                harness.sync(self.device)
             if not mapped and any(d.get("ipc") for d in transfer._tensor_leaves(desc)):
                 res["transport"] = "host"  # the CUDA allocation could not be mapped: copied instead
             return res
         finally:
-            received.close()
+            # Kernels reading the mapped memory end before it is unmapped, whatever happened above.
+            try:
+                harness.sync(self.device)
+            finally:
+                received.close()
 
 
 def _storage_mismatch(ref, desc):

@@ -205,6 +205,7 @@ class Received:
 
     def __init__(self):
         self.maps = {}
+        self.payloads = []
 
     def map_all(self, d):
         """Opens every CUDA allocation the description names; False when one cannot be mapped here."""
@@ -218,29 +219,41 @@ class Received:
             self.close()
             return False
 
-    def build(self, d, sock, device, as_bytes=False):
-        """The output, its tensors mapped (map_all first) or read from `sock` (every one when
-        `as_bytes`), in describe()'s order."""
-        if d["kind"] in ("list", "tuple"):
-            items = [self.build(x, sock, device, as_bytes) for x in d["items"]]
-            return items if d["kind"] == "list" else tuple(items)
-        if d["kind"] != "tensor":
-            return d.get("value")
-        dtype = _dtype(d["dtype"])
-        shape, stride, offset = [int(x) for x in d["shape"]], [int(x) for x in d["stride"]], int(d.get("offset", 0))
-        nbytes = int(d["storage_bytes"])
-        if d.get("ipc") and not as_bytes:
-            m = self.maps[d["ipc"]["handle"]]
-            start = int(d["ipc"]["offset"])
-            if start < 0 or nbytes < 0 or start + nbytes > m.size:
-                raise ChannelError("a tensor's storage lies outside the allocation it names")
-            raw = torch.as_tensor(_DeviceBytes(m.ptr + start, nbytes)) if nbytes else \
-                torch.empty(0, dtype=torch.uint8, device=device)
-            return raw.view(dtype).as_strided(shape, stride, offset)
-        # The storage's bytes follow (accepted before they were sent).
-        buf = _recv_exact(sock, nbytes) if nbytes else bytearray()
-        raw = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
-        return raw.view(dtype).as_strided(shape, stride, offset).to(device)
+    def receive(self, d, sock, as_bytes=False):
+        """Reads every byte the child announced for this description (all of it before anything is
+        built, so that a tensor that cannot be made leaves nothing unread on the channel)."""
+        self.payloads = []
+        for leaf in _tensor_leaves(d):
+            if as_bytes or not leaf.get("ipc"):
+                n = int(leaf["storage_bytes"])
+                self.payloads.append(_recv_exact(sock, n) if n else bytearray())
+
+    def build(self, d, device, as_bytes=False):
+        """The output, its tensors mapped (map_all first) or made from the bytes receive() read (every
+        one when `as_bytes`), in describe()'s order."""
+        payloads = iter(self.payloads)
+
+        def make(d):
+            if d["kind"] in ("list", "tuple"):
+                items = [make(x) for x in d["items"]]
+                return items if d["kind"] == "list" else tuple(items)
+            if d["kind"] != "tensor":
+                return d.get("value")
+            dtype = _dtype(d["dtype"])
+            shape, stride, offset = [int(x) for x in d["shape"]], [int(x) for x in d["stride"]], int(d.get("offset", 0))
+            nbytes = int(d["storage_bytes"])
+            if d.get("ipc") and not as_bytes:
+                m = self.maps[d["ipc"]["handle"]]
+                start = int(d["ipc"]["offset"])
+                if start < 0 or nbytes < 0 or start + nbytes > m.size:
+                    raise ChannelError("a tensor's storage lies outside the allocation it names")
+                raw = torch.as_tensor(_DeviceBytes(m.ptr + start, nbytes)) if nbytes else \
+                    torch.empty(0, dtype=torch.uint8, device=device)
+                return raw.view(dtype).as_strided(shape, stride, offset)
+            buf = next(payloads)
+            raw = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+            return raw.view(dtype).as_strided(shape, stride, offset).to(device)
+        return make(d)
 
     def close(self):
         maps, self.maps = self.maps, {}
