@@ -56,6 +56,21 @@ void remove_abandoned_work_dirs(const std::string& tmp) {
     }
 }
 
+// Seconds per named stage of a job, each from the end of the one before.
+class StageClock {
+public:
+    explicit StageClock(json& stages) : stages_(stages), mark_(Clock::now()) {}
+    void lap(const std::string& name) {
+        const auto now = Clock::now();
+        stages_[name] = std::chrono::duration<double>(now - mark_).count();
+        mark_ = now;
+    }
+
+private:
+    json& stages_;
+    Clock::time_point mark_;
+};
+
 uint64_t secret_seed() {
     std::random_device rd;
     return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((1ull << 62) - 1);
@@ -334,12 +349,7 @@ struct Verifier::LaneRun {
 Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMemory& need, bool alone, double timeout_s,
                                         JobReplies& replies) {
     LaneRun out;
-    auto mark = Clock::now();
-    auto lap = [&](const std::string& name) {
-        auto now = Clock::now();
-        replies.stages[name] = std::chrono::duration<double>(now - mark).count();
-        mark = now;
-    };
+    StageClock clock(replies.stages);
     const std::string suffix = alone ? "_alone" : "";
     DeviceMemoryBudget::Reservation admitted;
     int64_t cap = 0;
@@ -357,7 +367,7 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
         cap = alone ? budget_->capacity() - std::min(need.reference, budget_->capacity() / 2) : need.candidate;
         replies.memory = {{"need", need.to_json()}, {"admitted", admitted.bytes()}, {"beside", admitted.beside()},
                           {"candidate_cap", cap}, {"alone", alone}};
-        lap("wait_memory" + suffix);
+        clock.lap("wait_memory" + suffix);
     }
     const std::string dev = lane.reference->config().device;
     const std::string job_id = (job.id.empty() ? "" : job.id + "-") + std::to_string(++job_counter_);
@@ -396,10 +406,10 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                     {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
                     {"threads", is_cpu(dev) ? 1 : 4}});
     Reply rr = lane.candidate->request(run_req, secs(timeout_s + 90));
-    lap("candidate_run" + suffix);
+    clock.lap("candidate_run" + suffix);
     // The child has ended (its connection with it): the reference's comparisons end too.
     Reply cmp = lane.reference->request({{"op", "close_job"}, {"job_id", job_id}, {"wait_s", 60}}, secs(120));
-    lap("compare" + suffix);
+    clock.lap("compare" + suffix);
     admitted.release();
     if (rr.body.value("cuda_error", false)) lane.candidate->stop();  // replaced on its next request
     const std::string job_dir = rr.body.value("job_dir", std::string());
@@ -444,15 +454,10 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     };
 
     // Compile side.
-    auto mark = Clock::now();
-    auto lap = [&](const char* name) {
-        auto now = Clock::now();
-        replies.stages[name] = std::chrono::duration<double>(now - mark).count();
-        mark = now;
-    };
+    StageClock clock(replies.stages);
     Worker* comp = take(free_compilers_);
     if (!comp) return infra("the verifier is shutting down");
-    lap("wait_compile_worker");
+    clock.lap("wait_compile_worker");
     Reply cr = comp->request({{"op", "compile"},
                               {"source", job.candidate_source},
                               {"backend", job.backend},
@@ -462,7 +467,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                               {"timeout_s", opts_.compile_timeout_s}},
                              secs(opts_.compile_timeout_s + 60));
     give(free_compilers_, comp);
-    lap("compile");
+    clock.lap("compile");
     if (cr.status != ReplyStatus::ok) {
         retry = cr.worker_failure();
         return infra("compile worker: " + cr.detail);
@@ -473,7 +478,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
 
     Lane* lane = take(free_lanes_);
     if (!lane) return infra("the verifier is shutting down");
-    lap("wait_lane");
+    clock.lap("wait_lane");
     struct Release {
         Verifier* v;
         Lane* l;
@@ -483,7 +488,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
     std::string berr;
     bool bfail = false;
     replies.baseline = baseline_for(*lane, job, berr, bfail);
-    lap("baseline");
+    clock.lap("baseline");
     if (replies.baseline.is_null()) {
         retry = bfail;
         return infra((bfail ? "reference worker: " : "the task cannot be timed: ") + berr);

@@ -194,9 +194,12 @@ class Timing(unittest.TestCase):
         self.assertEqual(sorted(kept), [(0, 0.0), (1, 2.0), (2, 4.0)])
         self.assertEqual(last, [None, None, None])
 
+        class Stop(Exception):
+            pass
+
         def stop(m, out):
-            raise harness.Stop()
-        with self.assertRaises(harness.Stop):
+            raise Stop()
+        with self.assertRaises(Stop):
             harness.time_callable(lambda x: x, sets, "cpu", 3, warmup=0, keep=stop)
 
     def test_input_sets_kept_or_made_again(self):

@@ -21,9 +21,8 @@ def main():
     from . import protocol
     proto_in, proto_out = protocol.take_over_stdio()
     # Before torch allocates anything (the candidate children inherit it): blocks above 512 MiB are
-    # never split for smaller requests. Split, a freed multi-GiB input or output served the next
-    # poison block or comparison chunk, and the next multi-GiB request needed a new segment: a child
-    # verifying a 6 GiB ReLU held 68 GiB on an H200 instead of ~25.
+    # never split for smaller requests. Split, a freed multi-GiB input or output would serve the next
+    # poison block or comparison chunk, and every later multi-GiB request would take a new segment.
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     _die_with_parent()
     if args.device.startswith("cpu") and args.role != "compile":

@@ -397,7 +397,7 @@ class InputSets:
         self.make, self.seeds = make, list(seeds)
         first = make(self.seeds[0])
         self.kept = None
-        if len(self.seeds) * max(_input_bytes(first), 1) <= keep_bytes:
+        if len(self.seeds) * max(logical_bytes(first), 1) <= keep_bytes:
             self.kept = [first] + [make(s) for s in self.seeds[1:]]
         self._first = first if self.kept is None else None
 
@@ -411,14 +411,6 @@ class InputSets:
             first, self._first = self._first, None
             return first
         return self.make(self.seeds[m])
-
-
-def _input_bytes(inputs):
-    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-
-
-class Stop(Exception):
-    """Raised by a `keep` callback to end the timing loop early (its caller knows why)."""
 
 
 def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=None, checks=10,
@@ -451,7 +443,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     synchronise with nothing to wait for costs the harness at that moment.
 
     The last iteration on each input set is one of these untimed ones (at least M of them run). With
-    `keep`, keep(m, output) is called for it outside the lock (it may raise Stop) and nothing is
+    `keep`, keep(m, output) is called for it outside the lock (what it raises ends the loop) and nothing is
     returned for it; otherwise last_outputs[m] holds it. `host_ms` is the host's time in the call (on
     CUDA: enqueueing, not waiting). Returns (timings, last_outputs)."""
     dev = torch.device(device)
@@ -481,19 +473,18 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     host_bound = 0
     longest_enqueue_ms = 0.0
     last = [None] * m_sets
-    state = {"j": 0}
+    j = 0  # iterations so far: the input set and buffer of the next
 
     def one(timed, measure_outside):
-        j = state["j"]
-        state["j"] += 1
+        nonlocal j, longest_enqueue_ms, host_bound
         s = j % m_sets
         buf = bufs[j % buffers]
+        j += 1
         src, sx = get(s), None
         for bx, sx in zip(buf, src):
             if isinstance(bx, torch.Tensor):
                 bx.copy_(sx)
         del src, sx  # a set made again for this iteration is not held through forward
-        nonlocal longest_enqueue_ms, host_bound
         if not is_cuda:
             h0 = time.perf_counter()
             out = fn(*buf)

@@ -153,7 +153,7 @@ class Reference:
 def _module_bytes(model):
     if not isinstance(model, torch.nn.Module):
         return 0
-    return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    return harness.logical_bytes(list(model.parameters()) + list(model.buffers()))
 
 
 def _peak(device):
@@ -367,7 +367,7 @@ class _Job(threading.Thread):
                             "max_abs_err": None, "max_rel_err": None, "meta": True, "unreadable": True}
                 res = harness.compare(ref, out, self.tolerances)
                 del out
-            if not mapped and any(d.get("ipc") for d in transfer._tensor_leaves(desc)):
+            if not mapped and any(d.get("ipc") for d in transfer.tensor_leaves(desc)):
                 res["transport"] = "host"  # the CUDA allocation could not be mapped: copied instead
             return res
         finally:
@@ -382,18 +382,8 @@ def _storage_mismatch(ref, desc):
     """An output whose storage is far larger than the reference's is refused before it is mapped or
     read. Like is compared with like: storage bytes on both sides, so a reference that returns a view
     of a larger buffer passes its own check."""
-    refs = [t for t in harness.flatten(ref) if isinstance(t, torch.Tensor)]
-    allowed = 4 * max(harness.storage_bytes(ref), harness.logical_bytes(refs), 1) + (64 << 20)
-    got = 0
-
-    def walk(d):
-        nonlocal got
-        if d.get("kind") in ("list", "tuple"):
-            for x in d.get("items", []):
-                walk(x)
-        elif d.get("kind") == "tensor":
-            got += int(d.get("storage_bytes", 0))
-    walk(desc)
+    allowed = 4 * max(harness.storage_bytes(ref), harness.logical_bytes(ref), 1) + (64 << 20)
+    got = sum(int(d["storage_bytes"]) for d in transfer.tensor_leaves(desc))
     if got > allowed:
         return f"output storage of {got} bytes is far larger than the reference's ({harness.storage_bytes(ref)} bytes)"
     return None

@@ -210,7 +210,7 @@ class Received:
     def map_all(self, d):
         """Opens every CUDA allocation the description names; False when one cannot be mapped here."""
         try:
-            for leaf in _tensor_leaves(d):
+            for leaf in tensor_leaves(d):
                 ipc = leaf.get("ipc")
                 if ipc and ipc["handle"] not in self.maps:
                     self.maps[ipc["handle"]] = _Mapped(ipc["handle"], ipc.get("allocation_bytes", 0))
@@ -223,7 +223,7 @@ class Received:
         """Reads every byte the child announced for this description (all of it before anything is
         built, so that a tensor that cannot be made leaves nothing unread on the channel)."""
         self.payloads = []
-        for leaf in _tensor_leaves(d):
+        for leaf in tensor_leaves(d):
             if as_bytes or not leaf.get("ipc"):
                 n = int(leaf["storage_bytes"])
                 self.payloads.append(_recv_exact(sock, n) if n else bytearray())
@@ -261,10 +261,11 @@ class Received:
             m.close()
 
 
-def _tensor_leaves(d):
+def tensor_leaves(d):
+    """The descriptions of a described output's tensors that have a storage, in describe()'s order."""
     if d.get("kind") in ("list", "tuple"):
         for x in d.get("items", []):
-            yield from _tensor_leaves(x)
+            yield from tensor_leaves(x)
     elif d.get("kind") == "tensor" and "storage_bytes" in d:
         yield d
 

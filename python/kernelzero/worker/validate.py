@@ -145,7 +145,7 @@ def _cap_memory(device, cap_bytes):
 
 def _mib(tensors):
     """MiB the tensors' elements take."""
-    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    return harness.logical_bytes(tensors) / 2**20
 
 
 def _declared(mod):
