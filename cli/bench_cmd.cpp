@@ -165,7 +165,7 @@ Runner add_bench(CLI::App& app) {
             }
             // Lanes counted by the verifier itself (auto) are known once it started.
             opts.in_flight = std::max(2, 2 * service->options().lanes);
-            if (opts.progress && a->verifier.empty() && a->workers == 0)
+            if (a->verifier.empty() && a->workers == 0)
                 std::fprintf(stderr, "[bench] %d verifier lanes (auto)\n", service->options().lanes);
             BenchMetrics m = run_bench(tasks, opts, source.get(), *service, g_stop);
             const auto& o = m.overall;

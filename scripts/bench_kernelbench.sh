@@ -5,6 +5,7 @@
 # the device memory (nvidia-smi, sampled every 200 ms) and a per-task summary.
 # Usage: scripts/bench_kernelbench.sh BUILD_DIR OUT_DIR TASKS_DIR [BACKEND ...]   (default: cuda triton)
 # KZ_KB_TIMEOUT=S stops each backend's run after S seconds (the summary covers what finished).
+# KZ_KB_CACHE=DIR keeps the build cache and baselines there (default: a new folder, cold caches).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?build dir}
@@ -16,6 +17,7 @@ BACKENDS=("${@:-cuda}")
 KZ=$BUILD/kernelzero
 PY=${KZ_PYTHON:-python3}
 WORK=$(mktemp -d /tmp/kz-kb-XXXXXX)
+CACHE=${KZ_KB_CACHE:-$WORK/cache}
 mkdir -p "$OUTD"
 echo "[kb] $(date -u +%FT%TZ) $($PY -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())') $(nproc) cores, $(ls "$TASKS"/*.py | wc -l) tasks"
 for backend in "${BACKENDS[@]}"; do
@@ -27,11 +29,12 @@ for backend in "${BACKENDS[@]}"; do
   copier=$!
   t0=$(date +%s.%N)
   timeout -s INT "${KZ_KB_TIMEOUT:-100000}" $KZ bench --tasks "$TASKS" --backend "$backend" --model reference --device cuda --out "$WORK/$backend" \
-    --cache-dir "$WORK/cache" --no-progress --json > "$OUTD/bench-$backend.json" 2> "$OUTD/bench-$backend.log"
+    --cache-dir "$CACHE" --no-progress --json > "$OUTD/bench-$backend.json" 2> "$OUTD/bench-$backend.log"
   rc=$?
   wall=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
   kill $smi_pid $copier 2>/dev/null; wait $smi_pid $copier 2>/dev/null
   echo "[kb] $backend: rc=$rc wall ${wall} s; $(grep -m1 'lanes' "$OUTD/bench-$backend.log")"
   $PY scripts/bench_kernelbench_summary.py "$WORK/$backend/verdicts.jsonl" "$smi" "$wall" | tee "$OUTD/summary-$backend.txt"
   cp "$WORK/$backend/verdicts.jsonl" "$OUTD/verdicts-$backend.jsonl"
+  cp "$CACHE/baselines.sqlite" "$OUTD/baselines-$backend.sqlite" 2>/dev/null
 done

@@ -9,6 +9,10 @@ import sys
 from collections import Counter
 
 
+def gib(b):
+    return f"{b / 2**30:.1f} GiB" if isinstance(b, (int, float)) else "?"
+
+
 def main():
     verdicts = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     smi = sys.argv[2] if len(sys.argv) > 2 else None
@@ -26,8 +30,19 @@ def main():
               f"max {max(sp)[0]:.3f} ({max(sp)[1]}); outside 0.9-1.1: {len(out)}" + (": " + ", ".join(out) if out else ""))
     slow = sorted(verdicts, key=lambda v: -v.get("total_s", 0))[:5]
     print("slowest jobs: " + ", ".join(f"{v['id']} {v.get('total_s', 0):.1f} s" for v in slow))
-    alone = [v["id"] for v in verdicts if (v.get("memory") or {}).get("first_run")]
-    print(f"run again alone after a memory failure: {len(alone)}" + (": " + ", ".join(alone) if alone else ""))
+    alone = [v for v in verdicts if (v.get("memory") or {}).get("first_run")]
+    print(f"run again alone after a memory failure: {len(alone)}")
+    for v in alone:
+        m = v["memory"]
+        first = m["first_run"]
+        print(f"  {v['id']}: beside {gib(first.get('beside'))}, need {m.get('need')}, first run: "
+              f"{(first.get('reason') or '')[:240]!r} {first.get('memory')}")
+    for v in verdicts:  # what the candidate's timing saw where its speed is off
+        s = v.get("speedup_eager")
+        if s and not 0.9 <= s <= 1.1:
+            m = v.get("memory") or {}
+            print(f"  off {v['id']}: {s:.3f}: eager {v.get('ref_eager_ms')} ms, candidate {v.get('runtime_ms')}, "
+                  f"alone {m.get('alone')}, cap {gib(m.get('candidate_cap'))}, beside {gib(m.get('beside'))}")
     iters = [v["runtime_ms"]["n"] for v in verdicts if v.get("runtime_ms")]
     if iters:
         print(f"timed iterations per candidate: median {sorted(iters)[len(iters) // 2]}, min {min(iters)}, max {max(iters)}")

@@ -3,7 +3,7 @@
 #   scripts/gpu_test.sh [build-dir]
 # Needs: python3 with torch (and triton), cmake, ninja, a C++ compiler, the CUDA toolkit; the Debian
 # -dev packages of scripts/fetch_gpu_deps.sh in .deps/debs (carried with the repo), which are
-# unpacked into .deps/prefix. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
+# unpacked into .deps/prefix. KZ_BUILD_TARGET=T builds only target T. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -28,7 +28,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" \
   -DKZ_PYTHON="$PY" > "$LOGS/configure.log" 2>&1 || { tail -40 "$LOGS/configure.log"; exit 1; }
 t0=$(date +%s)
-cmake --build "$BUILD" > "$LOGS/build.log" 2>&1 || { grep -E "error" -A5 "$LOGS/build.log" | head -60; exit 1; }
+cmake --build "$BUILD" ${KZ_BUILD_TARGET:+--target $KZ_BUILD_TARGET} > "$LOGS/build.log" 2>&1 || { grep -E "error" -A5 "$LOGS/build.log" | head -60; exit 1; }
 echo "[gpu_test] built in $(( $(date +%s) - t0 )) s"
 ./"$BUILD"/kernelzero info
 

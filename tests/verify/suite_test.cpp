@@ -2,7 +2,8 @@
 // exact verdict of every case on this device:
 //   suite_test --manifest M.json --device cpu|cuda [--lanes N] [--timing-iters N] [gtest flags]
 // A manifest is {"cases": [{"name", "task", "candidate", "backend", "timeout"?, "repeat"?,
-//   "expect": {"cpu"|"cuda": {"status": S, "failed_any": [check, ...]?, "reason_contains": T?}}}],
+//   "expect": {"cpu"|"cuda": {"status": S, "failed_any": [check, ...]?, "reason_contains": T?,
+//   "log_contains": T?}}}],
 //   "shared_device"?: true}, paths relative to it. A case with "repeat": N is verified N times (as
 //   name#1..N); "shared_device" asserts that some job was admitted beside others on the device.
 // Cases without an expectation for the device are not run. The build cache is --cache-dir, else
@@ -41,6 +42,9 @@ public:
         if (c_->expect.contains("reason_contains"))
             EXPECT_NE(v.reason.find(c_->expect["reason_contains"].get<std::string>()), std::string::npos)
                 << c_->name << ": " << v.reason;
+        if (c_->expect.contains("log_contains"))
+            EXPECT_NE(v.log.find(c_->expect["log_contains"].get<std::string>()), std::string::npos)
+                << c_->name << ": the log does not say where it stopped:\n" << v.log;
         if (c_->expect.contains("failed_any")) {
             bool any = false;
             std::string listed;

@@ -127,6 +127,26 @@ TEST(Verdict, LoadInlineKernelsCountThroughTheProfiler) {
     EXPECT_EQ(kz::assemble_verdict(r, strict()).status, Status::correct);
 }
 
+TEST(Verdict, LoadInlineRunStoppedBeforeTheProfilerIsIncorrectNotRejected) {
+    // The profiler measures after the trials; a wrong first output stops the run before it.
+    auto r = good();
+    r.compile["extensions_dir"] = "/cache/inline/abc";
+    r.run["launches"] = 0;
+    r.run["custom_fraction"] = nullptr;
+    r.run["stopped"] = "trial 0";
+    r.run.erase("timing");
+    r.compare["decided"] = "trial 0";
+    r.compare["trials"] = {trial(false), nullptr, nullptr, nullptr, nullptr};
+    auto v = kz::assemble_verdict(r, strict());
+    EXPECT_EQ(v.status, Status::incorrect) << v.reason;
+    EXPECT_EQ(v.checks["custom_kernel_launched"], "skip");
+    // Launches the hooks see (Triton, NVRTC) are known however early the run stopped.
+    r.compile["extensions_dir"] = nullptr;
+    v = kz::assemble_verdict(r, strict());
+    EXPECT_EQ(v.status, Status::rejected);
+    EXPECT_EQ(v.checks["custom_kernel_launched"], "fail");
+}
+
 TEST(Verdict, LibraryOpsRejectedUnderStrictOnlyUnlessDeclared) {
     auto r = good();
     r.run["library_ops"] = {{"mm", 5}};

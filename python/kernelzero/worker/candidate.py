@@ -9,6 +9,7 @@ whether to go on."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import re
@@ -346,6 +347,17 @@ def _cap_memory(device, cap_bytes):
     return int(cap_bytes)
 
 
+def _release_memory(lock):
+    """Frees the child's device memory under the shared lock before it exits: unmapping tens of GiB
+    is device work, which the process's exit would otherwise do in another job's timed iterations."""
+    try:
+        with harness.device_lock(lock, exclusive=False):
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except BaseException:  # noqa: BLE001 - a context broken by the candidate: its exit frees what it can
+        pass
+
+
 def spare_main(job_fd, result_fd, job_dir, device, recorder):
     """A pre-forked child: confines itself and opens the device *before* its job exists, so that neither
     is on a job's critical path; then reads one job, runs it, reports and exits. Never returns."""
@@ -366,6 +378,9 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
             lap("child_cuda_init_s")
             _warm_harness_ops(device, recorder)
             lap("child_warm_ops_s")
+        # Where a job that runs out of time is stuck: its threads' stacks, into the log the verdict
+        # quotes (registered after the device is opened, so that nothing opening it replaces it).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         data = _read_all(job_fd)
         if not data:
             os._exit(0)  # discarded spare
@@ -386,6 +401,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         if torch.device(device).type == "cuda":
             result["memory"] = {"peak_bytes": torch.cuda.max_memory_reserved(device), "cap_bytes": cap,
                                 "tried_bytes": _tried_bytes(result.get("reason") or "")}
+            _release_memory(req.get("lock_path"))
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
         out = json.dumps(result, default=str, allow_nan=True).encode()
@@ -511,6 +527,11 @@ class ForkServer:
                 chunks.append(b)
         os.close(r)
         if timed_out:
+            try:
+                os.kill(pid, signal.SIGUSR1)  # the stacks first (faulthandler, in spare_main)
+                time.sleep(0.3)
+            except ProcessLookupError:
+                pass
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:

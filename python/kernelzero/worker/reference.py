@@ -20,10 +20,13 @@ from . import harness, transfer
 TIMING_SETS = harness.TIMING_SETS
 
 
-def _reset_memory(device):
+def _reset_memory(device, lock):
+    """Gives the cached device memory back (under the shared lock: freeing multi-GiB segments is
+    device work that must not land in another job's timed iterations) and restarts the peak."""
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
+        with harness.device_lock(lock, exclusive=False):
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
 
 
@@ -77,7 +80,7 @@ class Reference:
         lock = req.get("lock_path")
         adaptive = {k: req.get(k) for k in ("min_iters", "precision", "budget_ms")}
         discard = lambda m, out: None  # noqa: E731 - baselines compare nothing
-        _reset_memory(device)
+        _reset_memory(device, lock)
         res = {"ok": True, "compiled": None, "compile_error": None, "torch": torch.__version__,
                "device_name": harness.device_name(device)}
         try:
@@ -100,12 +103,13 @@ class Reference:
                 raise harness.TaskError("timing the reference failed: " + harness.describe_exception(e))
             if req.get("with_compile"):
                 try:
-                    compiled = torch.compile(model)
+                    compiled = torch.compile(model, backend=_inductor_behind_lock(lock, device))
                     t0 = time.perf_counter()
                     with harness.device_lock(lock, exclusive=False):
                         first = sets.get(0)
                     # Unlocked: Inductor compiles (seconds of CPU) inside this first call, and a
-                    # reader holding the lock that long would stall every timer.
+                    # reader holding the lock that long would stall every timer; the GPU work in it
+                    # takes the lock (_inductor_behind_lock).
                     with torch.no_grad():
                         compiled(*first)
                     harness.sync(device)
@@ -121,7 +125,7 @@ class Reference:
             return res
         finally:
             model = compiled = sets = None  # noqa: F841
-            _reset_memory(device)
+            _reset_memory(device, lock)
 
     # ---- jobs: outputs compared as the candidate sends them --------------------------------------
 
@@ -142,12 +146,35 @@ class Reference:
             return {"ok": False, "error": f"no open job {req['job_id']}"}
         done = job.finish(float(req.get("wait_s", 60)))
         res = job.results()
-        device = job.device
+        device, lock = job.device, job.lock
         del job
-        _reset_memory(device)
+        _reset_memory(device, lock)
         if not done:
             return {"ok": False, "error": "the reference's comparisons did not end in time"}
         return res
+
+
+def _inductor_behind_lock(lock, device):
+    """torch.compile's default backend (Inductor, default mode), with the first run of each compiled
+    graph under the shared device lock: that run autotunes the graph's Triton kernels (benchmarking
+    each configuration on the device, hundreds of milliseconds) and runs them once, work that would
+    otherwise land inside another job's timed iterations. Compilation itself stays unlocked."""
+    def backend(gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+        fn = compile_fx(gm, example_inputs)
+        first = [True]
+
+        def run(*args, **kwargs):
+            if not first[0]:
+                return fn(*args, **kwargs)
+            first[0] = False
+            with harness.device_lock(lock, exclusive=False):
+                out = fn(*args, **kwargs)
+                harness.sync(device)
+            return out
+        run._boxed_call = getattr(fn, "_boxed_call", False)
+        return run
+    return backend
 
 
 def _module_bytes(model):
@@ -352,7 +379,10 @@ class _Job(threading.Thread):
             mm = _storage_mismatch(ref, desc)
         received = transfer.Received()
         try:
-            mapped = not mm and received.map_all(desc)
+            # Mapping and unmapping another process's allocation is device work: under the shared lock
+            # (but not the waits on the child between them).
+            with harness.device_lock(self.lock, exclusive=False):
+                mapped = not mm and received.map_all(desc)
             transfer.accept_bytes(conn, not mm, everything=not mapped)
             if mm:
                 return {"ok": False, "reason": mm, "max_abs_err": None, "max_rel_err": None, "meta": False}
@@ -372,10 +402,11 @@ class _Job(threading.Thread):
             return res
         finally:
             # Kernels reading the mapped memory end before it is unmapped, whatever happened above.
-            try:
-                harness.sync(self.device)
-            finally:
-                received.close()
+            with harness.device_lock(self.lock, exclusive=False):
+                try:
+                    harness.sync(self.device)
+                finally:
+                    received.close()
 
 
 def _storage_mismatch(ref, desc):

@@ -157,31 +157,35 @@ def describe(out):
     exported), and its tensors in the order their bytes would travel, each with whether they must
     (CPU tensors, CUDA memory that cannot be exported) or only when the reference asks for all."""
     tensors = []
+    return _describe_leaf(out, tensors), tensors
 
-    def leaf(o):
-        if isinstance(o, (list, tuple)):
-            return {"kind": type(o).__name__, "items": [leaf(x) for x in o]}
-        if isinstance(o, torch.Tensor):
-            kind = "tensor" if type(o) in (torch.Tensor, torch.nn.Parameter) else f"tensor subclass {type(o).__name__}"
-            d = {"kind": kind, "shape": list(o.shape), "stride": list(o.stride()), "dtype": str(o.dtype),
-                 "device": o.device.type}
-            if kind != "tensor" or o.device.type == "meta":
-                return d
-            d["storage_bytes"] = o.untyped_storage().nbytes()
-            d["offset"] = o.storage_offset()
-            must = True
-            if o.device.type == "cuda":
-                try:
-                    d["ipc"] = export_cuda(o)
-                    must = False
-                except Exception:  # noqa: BLE001 - memory that cannot be exported travels as bytes
-                    pass
-            tensors.append((o, must))
+
+# The recursions below are module functions, not closures: a closure that calls itself is a
+# reference cycle, and whatever it holds (here the output's tensors, multi-GiB device memory) would
+# stay allocated until Python's cyclic collector happened to run.
+def _describe_leaf(o, tensors):
+    if isinstance(o, (list, tuple)):
+        return {"kind": type(o).__name__, "items": [_describe_leaf(x, tensors) for x in o]}
+    if isinstance(o, torch.Tensor):
+        kind = "tensor" if type(o) in (torch.Tensor, torch.nn.Parameter) else f"tensor subclass {type(o).__name__}"
+        d = {"kind": kind, "shape": list(o.shape), "stride": list(o.stride()), "dtype": str(o.dtype),
+             "device": o.device.type}
+        if kind != "tensor" or o.device.type == "meta":
             return d
-        if isinstance(o, (bool, int, float)) or o is None:
-            return {"kind": type(o).__name__, "value": o if not isinstance(o, float) else protocol.finite(o)}
-        return {"kind": type(o).__name__}
-    return leaf(out), tensors
+        d["storage_bytes"] = o.untyped_storage().nbytes()
+        d["offset"] = o.storage_offset()
+        must = True
+        if o.device.type == "cuda":
+            try:
+                d["ipc"] = export_cuda(o)
+                must = False
+            except Exception:  # noqa: BLE001 - memory that cannot be exported travels as bytes
+                pass
+        tensors.append((o, must))
+        return d
+    if isinstance(o, (bool, int, float)) or o is None:
+        return {"kind": type(o).__name__, "value": o if not isinstance(o, float) else protocol.finite(o)}
+    return {"kind": type(o).__name__}
 
 
 def _storage_host_bytes(t):
@@ -231,29 +235,28 @@ class Received:
     def build(self, d, device, as_bytes=False):
         """The output, its tensors mapped (map_all first) or made from the bytes receive() read (every
         one when `as_bytes`), in describe()'s order."""
-        payloads = iter(self.payloads)
+        return self._build_leaf(d, device, as_bytes, iter(self.payloads))
 
-        def make(d):
-            if d["kind"] in ("list", "tuple"):
-                items = [make(x) for x in d["items"]]
-                return items if d["kind"] == "list" else tuple(items)
-            if d["kind"] != "tensor":
-                return d.get("value")
-            dtype = _dtype(d["dtype"])
-            shape, stride, offset = [int(x) for x in d["shape"]], [int(x) for x in d["stride"]], int(d.get("offset", 0))
-            nbytes = int(d["storage_bytes"])
-            if d.get("ipc") and not as_bytes:
-                m = self.maps[d["ipc"]["handle"]]
-                start = int(d["ipc"]["offset"])
-                if start < 0 or nbytes < 0 or start + nbytes > m.size:
-                    raise ChannelError("a tensor's storage lies outside the allocation it names")
-                raw = torch.as_tensor(_DeviceBytes(m.ptr + start, nbytes)) if nbytes else \
-                    torch.empty(0, dtype=torch.uint8, device=device)
-                return raw.view(dtype).as_strided(shape, stride, offset)
-            buf = next(payloads)
-            raw = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
-            return raw.view(dtype).as_strided(shape, stride, offset).to(device)
-        return make(d)
+    def _build_leaf(self, d, device, as_bytes, payloads):
+        if d["kind"] in ("list", "tuple"):
+            items = [self._build_leaf(x, device, as_bytes, payloads) for x in d["items"]]
+            return items if d["kind"] == "list" else tuple(items)
+        if d["kind"] != "tensor":
+            return d.get("value")
+        dtype = _dtype(d["dtype"])
+        shape, stride, offset = [int(x) for x in d["shape"]], [int(x) for x in d["stride"]], int(d.get("offset", 0))
+        nbytes = int(d["storage_bytes"])
+        if d.get("ipc") and not as_bytes:
+            m = self.maps[d["ipc"]["handle"]]
+            start = int(d["ipc"]["offset"])
+            if start < 0 or nbytes < 0 or start + nbytes > m.size:
+                raise ChannelError("a tensor's storage lies outside the allocation it names")
+            raw = torch.as_tensor(_DeviceBytes(m.ptr + start, nbytes)) if nbytes else \
+                torch.empty(0, dtype=torch.uint8, device=device)
+            return raw.view(dtype).as_strided(shape, stride, offset)
+        buf = next(payloads)
+        raw = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+        return raw.view(dtype).as_strided(shape, stride, offset).to(device)
 
     def close(self):
         maps, self.maps = self.maps, {}
