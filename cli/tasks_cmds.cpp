@@ -76,8 +76,6 @@ Runner add_tasks(CLI::App& app) {
         }
         try {
             ApiCatalog catalog = ApiCatalog::load(a->catalog.empty() ? ApiCatalog::default_path() : a->catalog);
-            for (const auto& n : a->apis)
-                if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
             ValidationOptions o;
             o.device = a->device;
             o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms, o.max_memory_mb = a->max_memory_mb;
@@ -256,7 +254,9 @@ Runner add_propose(CLI::App& app) {
         if (!a->symbolic && a->model.empty()) return usage("give --symbolic or --model DIR");
         try {
             ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
-            const auto& fixed = a->apis;
+            std::vector<std::string> fixed;
+            for (const auto& n : a->apis) fixed.push_back(catalog.resolve(n).name);
+            if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
             std::unique_ptr<Model> llm;
             std::unique_ptr<Tokenizer> tok;
             ChatFormat chat;
@@ -269,9 +269,6 @@ Runner add_propose(CLI::App& app) {
                 for (const char* s : {"<|im_end|>", "<|endoftext|>"})
                     if (auto id = tok->token_id(s)) stops.push_back(*id);
             }
-            for (const auto& n : fixed)
-                if (!catalog.find(n)) return usage("API \"" + n + "\" is not in the catalog");
-            if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
             TaskStore store(a->store);
             PipelineOptions po;
             po.validation.device = a->device;

@@ -121,10 +121,15 @@ private:
 // GPT-2's pre-tokenizer, used when a ByteLevel pre-tokenizer has use_regex = true.
 const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// By length, not up to the first NUL: every byte of the text reaches the tokenizer (U+0000 is a
+// character like any other; utf8proc_NFC would stop at it).
 std::string nfc(const std::string& s) {
-    utf8proc_uint8_t* out = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
-    if (!out) throw std::runtime_error("NFC normalisation failed (invalid UTF-8)");
-    std::string r(reinterpret_cast<char*>(out));
+    utf8proc_uint8_t* out = nullptr;
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+                     &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (n < 0) throw std::runtime_error(std::string("NFC normalisation failed: ") + utf8proc_errmsg(n));
+    std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
     free(out);
     return r;
 }

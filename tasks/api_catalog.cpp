@@ -96,6 +96,7 @@ ApiCatalog ApiCatalog::from_json(const json& j, const std::string& origin) {
         if (!s.module.empty() != (has("{m}") || has("{p}"))) fail("template and module disagree ({m}/{p} iff module)");
         if (!s.params.is_object()) fail("params must be an object");
         c.by_name_[name] = c.apis_.size();
+        c.by_torch_api_[s.torch_api].push_back(c.apis_.size());
         c.apis_.push_back(std::move(s));
     }
     return c;
@@ -104,6 +105,39 @@ ApiCatalog ApiCatalog::from_json(const json& j, const std::string& origin) {
 const ApiSpec* ApiCatalog::find(const std::string& name) const {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? nullptr : &apis_[it->second];
+}
+
+namespace {
+
+// The short forms people write for torch APIs, spelled out.
+std::string full_torch_name(const std::string& name) {
+    if (name.rfind("F.", 0) == 0) return "torch.nn.functional." + name.substr(2);
+    if (name.rfind("nn.", 0) == 0) return "torch." + name;
+    return name;
+}
+
+}  // namespace
+
+const ApiSpec& ApiCatalog::resolve(const std::string& name) const {
+    if (const ApiSpec* a = find(name)) return *a;
+    const std::string torch_api = full_torch_name(name);
+    auto it = by_torch_api_.find(torch_api);
+    if (it == by_torch_api_.end()) throw std::invalid_argument("API \"" + name + "\" is not in the catalog");
+    if (it->second.size() > 1) {
+        std::string names;
+        for (size_t i : it->second) names += (names.empty() ? "" : ", ") + apis_[i].name;
+        throw std::invalid_argument("API \"" + name + "\" is " + torch_api + ", which " +
+                                    std::to_string(it->second.size()) + " catalog entries use (" + names +
+                                    "): name one of them");
+    }
+    return apis_[it->second.front()];
+}
+
+std::string ApiCatalog::torch_api_of(const std::string& name) const {
+    if (const ApiSpec* a = find(name)) return a->torch_api;
+    const std::string torch_api = full_torch_name(name);
+    if (!by_torch_api_.count(torch_api)) throw std::invalid_argument("API \"" + name + "\" is not in the catalog");
+    return torch_api;
 }
 
 std::vector<const ApiSpec*> ApiCatalog::in_category(const std::string& category) const {

@@ -37,7 +37,14 @@ public:
     static std::string default_path();
 
     const std::vector<ApiSpec>& apis() const { return apis_; }
-    const ApiSpec* find(const std::string& name) const;
+    const ApiSpec* find(const std::string& name) const;  // by catalog name only
+    // A catalog name ("conv2d"), or the torch API an entry records ("torch.nn.Conv2d", also written
+    // "nn.Conv2d", "F.gelu" or "nn.functional.gelu") where exactly one entry records it. Throws
+    // std::invalid_argument naming the cause: unknown, or which entries share that torch API.
+    const ApiSpec& resolve(const std::string& name) const;
+    // The torch API `name` stands for: a catalog entry's, or a torch name (short forms as above) that
+    // some entry records, however many do. Throws std::invalid_argument when it is neither.
+    std::string torch_api_of(const std::string& name) const;
     std::vector<const ApiSpec*> in_category(const std::string& category) const;
 
     static const std::vector<std::string>& categories();  // design section 4's categories
@@ -46,6 +53,7 @@ public:
 private:
     std::vector<ApiSpec> apis_;
     std::map<std::string, size_t> by_name_;
+    std::map<std::string, std::vector<size_t>> by_torch_api_;
 };
 
 }  // namespace kz

@@ -398,11 +398,7 @@ ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng
 GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizeProfile sizes, std::mt19937_64& rng) {
     if (set.apis.empty() || set.apis.size() > 5) throw std::runtime_error("an API set holds 1 to 5 APIs");
     std::vector<const ApiSpec*> order;
-    for (const auto& n : set.apis) {
-        const ApiSpec* a = catalog.find(n);
-        if (!a) throw std::runtime_error("API \"" + n + "\" is not in the catalog");
-        order.push_back(a);
-    }
+    for (const auto& n : set.apis) order.push_back(&catalog.resolve(n));
     std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) { return stage_of(*x) < stage_of(*y); });
     Builder b(sizes, rng);
     seed_input(b, *order.front());

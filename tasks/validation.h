@@ -67,7 +67,8 @@ class TaskValidator {
 public:
     TaskValidator(const ApiCatalog& catalog, ValidationOptions opts);
     ~TaskValidator();
-    // Throws std::runtime_error for an API name the catalog lacks; everything about the module
+    // `apis`: catalog names or the torch names the catalog records (ApiCatalog::torch_api_of).
+    // Throws std::invalid_argument for a name the catalog lacks; everything about the module
     // itself is a check. Thread-safe: up to `workers` calls run at once, the others wait.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
     int workers() const { return static_cast<int>(slots_.size()); }

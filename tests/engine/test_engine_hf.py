@@ -60,6 +60,10 @@ UNICODE_SAMPLES = [
     "\u00a0", "\u3000", "\u2028", "\u2029", "\u0085", "\u200b", "\ufeff", "\t\t", "\r\n", "\n\n\n",
     "I'm", "don't", "'S", "'LL", "’s", "we'RE", "ſ", "ß", "İ", "µ", "Å", "Ω",
 ]
+# Control bytes, NUL first: every byte of a string must reach the tokenizer (a C string stops at NUL).
+CONTROL = ["\u0000", "\u0000\u0001 x", "a\u0000b", "x\u0000", "\u0000\u0000 \u0000", "\u0007\u0008\u000b\u000c",
+           "\u001b[1;31mred\u001b[0m", "\u007f", "\u0001\u0002\u0003\u0004\u0005\u0006", "\u000e\u001f",
+           "\u0080\u009f", "e\u0000\u0301"]
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
             "<|fim_middle|>", "<|file_sep|>", "<|im_start", "|im_end|>", "<|endoftext", "<|im_start|><|im_end|>"]
 WHITESPACE = [" ", "  ", "    ", "\t", "\n", " \n", "\n    ", "\r\n", "        ", " " * 17, "\t \t", "\n\n"]
@@ -79,7 +83,7 @@ def code_lines():
 def corpus(n=10_500, seed=1234):
     rng = random.Random(seed)
     code = code_lines()
-    out = list(UNICODE_SAMPLES) + SPECIALS + WHITESPACE
+    out = list(UNICODE_SAMPLES) + CONTROL + SPECIALS + WHITESPACE
     digits = lambda: "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24)))  # noqa: E731
     while len(out) < n:
         kind = rng.random()
@@ -90,8 +94,10 @@ def corpus(n=10_500, seed=1234):
             parts = []
             for _ in range(rng.randint(1, 7)):
                 r = rng.random()
-                if r < 0.3:
+                if r < 0.27:
                     parts.append(rng.choice(UNICODE_SAMPLES))
+                elif r < 0.3:
+                    parts.append(rng.choice(CONTROL))
                 elif r < 0.45:
                     parts.append(rng.choice(SPECIALS))
                 elif r < 0.6:
@@ -115,6 +121,14 @@ class TokenizerTest(unittest.TestCase):
                 198, 151644, 872, 198, 6023, 151645]
         got = json.loads(run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"], json.dumps(text) + "\n").stdout)
         self.assertEqual(got, want)
+
+    def test_nul_and_control_bytes_reach_the_tokenizer(self):
+        from tokenizers import Tokenizer
+        ref = Tokenizer.from_file(os.path.join(TOKENIZER_DIR, "tokenizer.json"))
+        got = json.loads(run([KZ, "tokenize", "--model", TOKENIZER_DIR, "--jsonl", "-"],
+                             json.dumps("\u0000\u0001 x") + "\n").stdout)
+        self.assertEqual(got, [188, 189, 856])
+        self.assertEqual(got, ref.encode("\u0000\u0001 x", add_special_tokens=False).ids)
 
     def test_corpus_matches_hugging_face(self):
         from tokenizers import Tokenizer

@@ -87,3 +87,24 @@ TEST(ApiCatalog, BadEntriesAreNamed) {
         EXPECT_NE(std::string(e.what()).find("api d: duplicate name"), std::string::npos);
     }
 }
+
+TEST(ApiCatalog, TorchNamesResolveWhereUnambiguous) {
+    auto c = shipped();
+    EXPECT_EQ(c.resolve("relu").name, "relu");
+    EXPECT_EQ(c.resolve("torch.relu").name, "relu");
+    EXPECT_EQ(c.resolve("torch.nn.functional.silu").name, c.resolve("F.silu").name);
+    EXPECT_EQ(c.resolve("nn.functional.silu").name, c.resolve("F.silu").name);
+    EXPECT_EQ(c.resolve("nn.PReLU").torch_api, "torch.nn.PReLU");
+    try {
+        c.resolve("nn.Conv2d");  // several entries build a torch.nn.Conv2d
+        FAIL() << "an ambiguous torch name resolved";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("torch.nn.Conv2d, which"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("conv2d"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(c.torch_api_of("nn.Conv2d"), "torch.nn.Conv2d");  // all validation needs
+    EXPECT_EQ(c.torch_api_of("conv2d"), c.resolve("conv2d").torch_api);
+    EXPECT_THROW(c.torch_api_of("nn.Teleport"), std::invalid_argument);
+    EXPECT_THROW(c.resolve("torch.teleport"), std::invalid_argument);
+    EXPECT_THROW(c.resolve("F."), std::invalid_argument);
+}
