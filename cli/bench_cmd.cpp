@@ -56,10 +56,10 @@ Runner add_bench(CLI::App& app) {
     struct Args : ModelArgs {
         std::vector<std::string> tasks;
         std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model, verifier;
-        int samples = 1, workers = 0, batch = 8, trials = 5, concurrency = 8;
+        int samples = 1, workers = 0, batch = 8, trials = kVerifyDefaults.trials, concurrency = 8;
         std::vector<int64_t> ks = {1};
         std::optional<double> temperature;
-        double top_p = 1.0, timeout = 120;
+        double top_p = 1.0, timeout = kVerifyDefaults.timeout_s;
         int64_t max_new_tokens = 4096;
         uint64_t seed = 0;
         bool resume = false, as_json = false, no_progress = false;
@@ -146,7 +146,6 @@ Runner add_bench(CLI::App& app) {
             VerifyOptions vo;
             vo.device = device;
             vo.trials = a->trials;
-            vo.timing_iters = device == "cpu" ? 10 : 100;
             vo.strict = !reference && a->policy == "strict";
             vo.require_custom_kernel = !reference;
             vo.timeout_s = a->timeout;

@@ -31,8 +31,8 @@ std::vector<std::string> split_devices(const std::string& s) {
 Runner add_verifier_daemon(CLI::App& app) {
     struct Args {
         std::string redis, devices = "cpu", name, policy = "strict", cache_dir;
-        int workers = 1, trials = 5, timing_iters = 0, claim_idle = 60, heartbeat = 5;
-        double timeout = 120;
+        int workers = 1, trials = kVerifyDefaults.trials, timing_iters = 0, claim_idle = 60, heartbeat = 5;
+        double timeout = kVerifyDefaults.timeout_s;
     };
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("verifier-daemon", "Serve verification jobs from a Redis stream (a farm host)");
@@ -65,9 +65,8 @@ Runner add_verifier_daemon(CLI::App& app) {
         o.devices = split_devices(a->devices);
         o.workers = a->workers;
         o.name = a->name;
-        const bool cpu = !o.devices.empty() && o.devices[0].rfind("cuda", 0) != 0;
         o.verify.trials = a->trials;
-        o.verify.timing_iters = a->timing_iters > 0 ? a->timing_iters : cpu ? 10 : 100;
+        o.verify.timing_iters = a->timing_iters;
         o.verify.strict = a->policy == "strict";
         o.verify.timeout_s = a->timeout;
         o.verify.cache_dir = a->cache_dir;

@@ -29,8 +29,10 @@ int usage_error(const std::string& msg) {
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
     std::string cache_dir, python, verifier;
-    int trials = 5, timing_iters = 0, warmup = 3, workers = 0, compile_workers = 0, in_flight = 0, spares = 1;
-    double timeout = 120, compile_timeout = 900, atol = 1e-2, rtol = 1e-2, min_kernel_share = 0.5;
+    int trials = kVerifyDefaults.trials, timing_iters = 0, warmup = kVerifyDefaults.warmup, workers = 0,
+        compile_workers = 0, in_flight = 0, spares = kVerifyDefaults.spare_children;
+    double timeout = kVerifyDefaults.timeout_s, compile_timeout = kVerifyDefaults.compile_timeout_s,
+           atol = kVerifyDefaults.atol, rtol = kVerifyDefaults.rtol, min_kernel_share = kVerifyDefaults.min_kernel_share;
     bool json = false, no_progress = false;
 };
 
@@ -141,7 +143,7 @@ Runner add_verify(CLI::App& app) {
         VerifyOptions o;
         o.device = device;
         o.trials = a->trials;
-        o.timing_iters = a->timing_iters > 0 ? a->timing_iters : device == "cpu" ? 10 : 100;
+        o.timing_iters = a->timing_iters;
         o.warmup = a->warmup;
         o.strict = a->policy == "strict";
         o.timeout_s = a->timeout;

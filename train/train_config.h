@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "verify/service.h"
+
 namespace kz {
 
 // One trainable policy (the Coder, or the Proposer).
@@ -80,8 +82,8 @@ struct VerifierSpec {
     int in_flight = 4;
     int timing_iters = 0;          // 0: the verifier's default for the device
     std::string url;               // "" / "local": the in-process pool; redis://host:port/db: a farm
-    int trials = 5;
-    double timeout_s = 120;
+    int trials = kVerifyDefaults.trials;
+    double timeout_s = kVerifyDefaults.timeout_s;
     std::string policy = "strict";
 };
 

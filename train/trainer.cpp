@@ -225,7 +225,7 @@ public:
         VerifyOptions vo;
         vo.device = cfg.verify_device;
         vo.trials = cfg.verifier.trials;
-        vo.timing_iters = cfg.verifier.timing_iters > 0 ? cfg.verifier.timing_iters : (cfg.verify_device == "cpu" ? 10 : 100);
+        vo.timing_iters = cfg.verifier.timing_iters;
         vo.strict = cfg.verifier.policy == "strict";
         vo.timeout_s = cfg.verifier.timeout_s;
         vo.lanes = cfg.verifier.workers;

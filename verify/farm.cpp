@@ -67,9 +67,9 @@ long long now_unix() { return static_cast<long long>(std::time(nullptr)); }
 
 }  // namespace
 
-json verdict_settings(const VerifyOptions& o) {
-    const bool cpu = is_cpu_device(o.device);
-    return {{"device_kind", cpu ? "cpu" : "cuda"},
+json verdict_settings(const VerifyOptions& options) {
+    const VerifyOptions o = with_device_defaults(options);
+    return {{"device_kind", is_cpu_device(o.device) ? "cpu" : "cuda"},
             {"trials", o.trials},
             {"timing_iters", o.timing_iters},
             {"min_timing_iters", o.min_timing_iters},
@@ -82,7 +82,7 @@ json verdict_settings(const VerifyOptions& o) {
             {"min_kernel_share", o.min_kernel_share},
             {"speedup_review_bound", o.speedup_review_bound},
             {"require_custom_kernel", o.require_custom_kernel},
-            {"compile_baseline", o.compile_baseline < 0 ? (cpu ? 0 : 1) : o.compile_baseline}};
+            {"compile_baseline", o.compile_baseline}};
 }
 
 std::string settings_difference(const json& job, const json& daemon) {

@@ -15,7 +15,7 @@ namespace kz {
 struct VerifyOptions {
     std::string device = "cpu";            // cpu | cuda | cuda:N
     int trials = 5;
-    int timing_iters = 100;                // the most timed iterations of one measurement
+    int timing_iters = 0;                  // the most timed iterations of one measurement; 0: the device's
     // Adaptive timing: after min_timing_iters, a measurement stops once its median is known to
     // +-timing_precision (relative half-width of a ~95% interval) or its timed iterations add up
     // to timing_budget_ms. Baselines and candidates are timed alike.
@@ -29,7 +29,7 @@ struct VerifyOptions {
     double min_kernel_share = 0.5;
     double speedup_review_bound = 10.0;
     bool require_custom_kernel = true;     // see AssemblyPolicy
-    int compile_baseline = -1;             // -1: on for CUDA, off for CPU; 0 off; 1 on
+    int compile_baseline = -1;             // -1: the device's (with_device_defaults); 0 off; 1 on
     double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
     int lanes = 1;                         // reference + candidate worker pairs; 0: auto_lanes()
     int compile_workers = 1;               // 0: as many as lanes
@@ -46,6 +46,9 @@ struct VerifyOptions {
     std::vector<std::string> worker_command;  // default: {python, "-m", "kernelzero.worker"}
     std::string python_dir;                // PYTHONPATH for the workers
 };
+
+// The defaults, for option parsers that show them.
+inline const VerifyOptions kVerifyDefaults{};
 
 struct Job {
     std::string id;
@@ -67,6 +70,12 @@ public:
     // The settings verdicts are asked with (a farm's daemons must verify with the same).
     virtual const VerifyOptions& options() const = 0;
 };
+
+// `o` with the defaults that depend on its device filled in, the one place they are decided:
+// timing_iters 0 becomes 100 on CUDA and 10 on the CPU (a forward there takes milliseconds to
+// seconds and the host clock needs no long run), compile_baseline -1 becomes on for CUDA and off on
+// the CPU (Inductor's C++ build costs a CPU job more than the job itself).
+VerifyOptions with_device_defaults(VerifyOptions o);
 
 // Lanes for --workers auto: half the host's cores (a lane is two busy processes), at most 8, and no
 // more than one per 16 GiB of device memory (CPU: no device bound).

@@ -40,6 +40,19 @@ namespace {
 
 milliseconds secs(double s) { return milliseconds(static_cast<long long>(s * 1000)); }
 
+// A worker answers a request within the request's own limit plus this (a process to start, torch
+// to import, a reply to write); past it the worker is taken for hung and replaced.
+constexpr double kReplySlackS = 60;
+// A candidate run's reply comes after the fork server has killed a child that ran out of time and
+// collected its stacks and log, and may wait for a spare child to warm up: more slack.
+constexpr double kRunReplySlackS = 90;
+// The child's CPU-time limit, a backstop behind the wall-clock kill (a child that stopped reading
+// its clock still ends): every thread it may run (torch's, Triton's compiler's) busy for the whole
+// run, and start-up.
+constexpr double kChildCpuSecondsPerWallSecond = 8;
+// How long the reference may take to finish its comparisons once the child has ended.
+constexpr double kCompareDrainS = 60;
+
 bool is_cpu(const std::string& device) { return device.rfind("cpu", 0) == 0; }
 
 // Scratch directories of verifiers that were killed (SIGKILL leaves them behind): removed when
@@ -78,7 +91,7 @@ uint64_t secret_seed() {
 
 }  // namespace
 
-Verifier::Verifier(VerifyOptions opts) : opts_(std::move(opts)) {
+Verifier::Verifier(VerifyOptions opts) : opts_(with_device_defaults(std::move(opts))) {
     if (opts_.cache_dir.empty()) opts_.cache_dir = default_cache_dir();
     if (opts_.work_dir.empty()) {
         const std::string tmp = std::filesystem::temp_directory_path().string();
@@ -89,7 +102,6 @@ Verifier::Verifier(VerifyOptions opts) : opts_(std::move(opts)) {
     }
     if (opts_.worker_command.empty()) opts_.worker_command = {default_python(), "-m", "kernelzero.worker"};
     if (opts_.python_dir.empty()) opts_.python_dir = default_python_dir();
-    if (opts_.compile_baseline < 0) opts_.compile_baseline = is_cpu(opts_.device) ? 0 : 1;
     if (opts_.lanes < 0) opts_.lanes = 1;
     baselines_ = std::make_unique<BaselineCache>(opts_.cache_dir + "/baselines.sqlite");
     // Lanes and compile workers set to auto (0) are counted in start(), once the device is known;
@@ -116,6 +128,13 @@ int host_cores() {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
     return std::max(1u, std::thread::hardware_concurrency());
+}
+
+VerifyOptions with_device_defaults(VerifyOptions o) {
+    const bool cpu = is_cpu(o.device);
+    if (o.timing_iters <= 0) o.timing_iters = cpu ? 10 : 100;
+    if (o.compile_baseline < 0) o.compile_baseline = cpu ? 0 : 1;
+    return o;
 }
 
 int auto_lanes(int host_cores, int64_t device_total_bytes) {
@@ -319,7 +338,7 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
                 return json();
             }
         }
-        Reply r = lane.reference->request(req, secs(opts_.compile_timeout_s + 60));
+        Reply r = lane.reference->request(req, secs(opts_.compile_timeout_s + kReplySlackS));
         if (r.status == ReplyStatus::failed && r.body.value("memory_failure", false) && budget_ && !alone) {
             alone = true;  // measured again with the device to itself
             continue;
@@ -381,7 +400,7 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                                           {"timeout_s", timeout_s},
                                           {"lock_path", opts_.work_dir + "/device.lock"},
                                           {"tolerances", {{"torch.float32", {opts_.atol, opts_.rtol}}}}},
-                                         secs(60));
+                                         secs(kReplySlackS));
     if (open.status != ReplyStatus::ok) {
         out.retry = open.worker_failure();
         out.infra = "reference worker: " + open.detail;
@@ -403,12 +422,13 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                     {"kernel_names", replies.compile.value("kernel_names", json::array())},
                     {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
                     {"timeout_s", timeout_s},
-                    {"cpu_seconds", static_cast<int>(timeout_s * 8 + 60)},
+                    {"cpu_seconds", static_cast<int>(timeout_s * kChildCpuSecondsPerWallSecond + kReplySlackS)},
                     {"threads", is_cpu(dev) ? 1 : 4}});
-    Reply rr = lane.candidate->request(run_req, secs(timeout_s + 90));
+    Reply rr = lane.candidate->request(run_req, secs(timeout_s + kRunReplySlackS));
     clock.lap("candidate_run" + suffix);
     // The child has ended (its connection with it): the reference's comparisons end too.
-    Reply cmp = lane.reference->request({{"op", "close_job"}, {"job_id", job_id}, {"wait_s", 60}}, secs(120));
+    Reply cmp = lane.reference->request({{"op", "close_job"}, {"job_id", job_id}, {"wait_s", kCompareDrainS}},
+                                        secs(kCompareDrainS + kReplySlackS));
     clock.lap("compare" + suffix);
     admitted.release();
     if (rr.body.value("cuda_error", false)) lane.candidate->stop();  // replaced on its next request
@@ -465,7 +485,7 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
                               {"torch_arch_list", torch_arch_list_},
                               {"cache_dir", opts_.cache_dir},
                               {"timeout_s", opts_.compile_timeout_s}},
-                             secs(opts_.compile_timeout_s + 60));
+                             secs(opts_.compile_timeout_s + kReplySlackS));
     give(free_compilers_, comp);
     clock.lap("compile");
     if (cr.status != ReplyStatus::ok) {

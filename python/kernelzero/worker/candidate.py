@@ -511,7 +511,7 @@ class ForkServer:
         dispatch_s = time.perf_counter() - t0
         self.warm()  # the next job's child warms up while this one runs
         r, pid, job_dir = child.result_r, child.pid, child.job_dir
-        deadline = time.monotonic() + float(req.get("timeout_s", 120))
+        deadline = time.monotonic() + float(req["timeout_s"])
         chunks = []
         timed_out = False
         while True:

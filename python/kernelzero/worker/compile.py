@@ -67,7 +67,7 @@ def compile_candidate(req):
         if rep.inline_builds:
             res["extensions_dir"] = inline_dir(cache_root, rep.inline_builds, arch_list)
         for kw in rep.inline_builds:
-            out = build_inline(kw, res["extensions_dir"], arch_list, float(req.get("timeout_s", 900)))
+            out = build_inline(kw, res["extensions_dir"], arch_list, float(req["timeout_s"]))
             if not out["ok"]:
                 res["compile_error"] = "load_inline build failed:\n" + out["log"]
                 break

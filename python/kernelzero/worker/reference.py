@@ -18,6 +18,9 @@ import torch
 from . import harness, transfer
 
 TIMING_SETS = harness.TIMING_SETS
+# How long past the candidate's own time limit a job waits for it to connect (its child may still be
+# warming up when the controller opens the job).
+CONNECT_SLACK_S = 60
 
 
 def _reset_memory(device, lock):
@@ -221,7 +224,8 @@ class _Job(threading.Thread):
         self.seed = int(req["seed"])
         self.trials = int(req["trials"])
         self.lock = req.get("lock_path")
-        self.deadline = time.monotonic() + float(req.get("timeout_s", 120)) + 60
+        # The child connects within its own run's time, which starts after the job is opened.
+        self.deadline = time.monotonic() + float(req["timeout_s"]) + CONNECT_SLACK_S
         tol = dict(harness.DEFAULT_TOLERANCES)
         tol.update({k: tuple(v) for k, v in (req.get("tolerances") or {}).items()})
         self.tolerances = tol
