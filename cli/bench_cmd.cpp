@@ -1,6 +1,5 @@
 // kernelzero bench: a Coder (the policy engine, or the reference self-test) on KernelBench-format
 // task sets, with KernelBench's metrics and reports (bench/bench_run.h).
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -21,14 +20,6 @@
 namespace kz::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
-
-int usage_error(const std::string& msg) {
-    std::fprintf(stderr, "kernelzero bench: %s\n", msg.c_str());
-    return 2;
-}
 
 // The policy engine as a completion source (train/policy.h), owning its model and tokenizer.
 class EngineSource : public CompletionSource {
@@ -98,15 +89,15 @@ Runner add_bench(CLI::App& app) {
     cmd->add_flag("--no-progress", a->no_progress, "No progress output");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
-        if (a->model.empty() == a->endpoint.empty()) return usage_error("give one of --model DIR, --model reference, --endpoint URL");
-        if (!a->endpoint.empty() && a->served_model.empty()) return usage_error("--endpoint needs --served-model NAME");
+        if (a->model.empty() == a->endpoint.empty()) return usage_error("bench", "give one of --model DIR, --model reference, --endpoint URL");
+        if (!a->endpoint.empty() && a->served_model.empty()) return usage_error("bench", "--endpoint needs --served-model NAME");
         const bool reference = a->model == "reference";
         std::string device = a->device;
         if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
         if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-            return usage_error("--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
-        if (a->backend == "cuda" && device == "cpu") return usage_error("backend cuda needs a GPU (--device cuda)");
-        if (reference && !a->adapter.empty()) return usage_error("--adapter needs a model, not --model reference");
+            return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+        if (a->backend == "cuda" && device == "cpu") return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
+        if (reference && !a->adapter.empty()) return usage_error("bench", "--adapter needs a model, not --model reference");
         try {
             BenchOptions opts;
             opts.out_dir = a->out;
@@ -152,8 +143,7 @@ Runner add_bench(CLI::App& app) {
             vo.lanes = a->workers;
             vo.compile_workers = a->workers;  // 0 (auto): as many as lanes
             vo.cache_dir = a->cache_dir;
-            std::signal(SIGINT, on_signal);
-            std::signal(SIGTERM, on_signal);
+            catch_stop_signals();
             std::unique_ptr<VerifyService> service;
             try {
                 service = make_verify_service(a->verifier, vo);
@@ -187,7 +177,7 @@ Runner add_bench(CLI::App& app) {
                 std::fprintf(stderr, "kernelzero bench: interrupted; --resume continues the run\n");
                 return 130;
             }
-            return usage_error(e.what());
+            return usage_error("bench", e.what());
         }
     };
 }

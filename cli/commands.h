@@ -3,11 +3,21 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <functional>
+#include <string>
 
 namespace kz::cli {
 
 using Runner = std::function<int()>;
+
+// "kernelzero CMD: WHY" on stderr; returns the usage-error exit code, 2.
+int usage_error(const std::string& cmd, const std::string& why);
+
+// Set once SIGINT or SIGTERM arrives after catch_stop_signals(): a long command finishes what it
+// holds, writes what it has and exits 130. One flag for the process.
+extern std::atomic<bool> g_stop;
+void catch_stop_signals();
 
 // --workers N|auto: the verifier's lanes. auto (stored as 0) lets the verifier count them from the
 // host's cores and the device's memory when it starts (verify/service.h, auto_lanes).

@@ -28,11 +28,6 @@ using json = nlohmann::json;
 
 namespace {
 
-int usage_error(const char* cmd, const std::string& why) {
-    std::fprintf(stderr, "kernelzero %s: %s\n", cmd, why.c_str());
-    return 2;
-}
-
 // The prompt as the model sees it: ChatML when asked for, else the text itself.
 std::vector<int64_t> prompt_ids(const Tokenizer& tok, const std::string& text, bool chat, const std::string& system) {
     if (!chat) return tok.encode(text);

@@ -1,7 +1,6 @@
 // The verification farm's commands: `verifier-daemon` (serve jobs from a Redis stream on this host's
 // devices) and `farm status` (queue, pending jobs, daemons). Protocol: verify/farm.h; operations:
 // docs/VERIFIER.md "A farm of verifier daemons".
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -14,9 +13,6 @@ using nlohmann::json;
 namespace kz::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
 
 std::vector<std::string> split_devices(const std::string& s) {
     std::vector<std::string> out;
@@ -70,8 +66,7 @@ Runner add_verifier_daemon(CLI::App& app) {
         o.verify.strict = a->policy == "strict";
         o.verify.timeout_s = a->timeout;
         o.verify.cache_dir = a->cache_dir;
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
+        catch_stop_signals();
         try {
             RedisUrl::parse(a->redis);
             return run_verifier_daemon(o, g_stop);

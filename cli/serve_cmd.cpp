@@ -1,5 +1,4 @@
 // kernelzero serve: the policy engine behind an OpenAI-compatible HTTP API (serve/server.h).
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -10,11 +9,6 @@
 #include "serve/server.h"
 
 namespace kz::cli {
-
-namespace {
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
-}  // namespace
 
 Runner add_serve(CLI::App& app) {
     struct Args : ModelArgs {
@@ -37,8 +31,7 @@ Runner add_serve(CLI::App& app) {
             if (o.model_name.empty()) o.model_name = std::filesystem::path(a->model).lexically_normal().filename().string();
             if (o.model_name.empty()) o.model_name = std::filesystem::path(a->model).lexically_normal().parent_path().filename().string();
             PolicyServer server(model, tok, stop_ids(tok, model.config(), GenerationDefaults::load(a->model)), o);
-            std::signal(SIGINT, on_signal);
-            std::signal(SIGTERM, on_signal);
+            catch_stop_signals();
             std::thread watcher([&] {
                 while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
                 server.stop();

@@ -64,10 +64,7 @@ Runner add_tasks(CLI::App& app) {
     return [=]() -> int {
         if (!tasks->parsed()) return -1;
         if (!val->parsed()) return store_cmds();
-        auto usage = [](const std::string& why) {
-            std::fprintf(stderr, "kernelzero tasks validate: %s\n", why.c_str());
-            return 2;
-        };
+        auto usage = [](const std::string& why) { return usage_error("tasks validate", why); };
         std::string source;
         try {
             source = read_file(a->file);
@@ -132,10 +129,7 @@ Runner add_tasks_store(CLI::App& tasks) {
     imp->add_option("--device", a->device, "Validation device");
     imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
     return [=]() -> int {
-        auto usage = [](const std::string& why) {
-            std::fprintf(stderr, "kernelzero tasks: %s\n", why.c_str());
-            return 2;
-        };
+        auto usage = [](const std::string& why) { return usage_error("tasks", why); };
         try {
             TaskStore store(a->store);
             if (list->parsed()) {
@@ -247,10 +241,7 @@ Runner add_propose(CLI::App& app) {
     cmd->add_flag("--json", a->as_json, "Last line: the summary as JSON");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
-        auto usage = [](const std::string& why) {
-            std::fprintf(stderr, "kernelzero propose: %s\n", why.c_str());
-            return 2;
-        };
+        auto usage = [](const std::string& why) { return usage_error("propose", why); };
         if (!a->symbolic && a->model.empty()) return usage("give --symbolic or --model DIR");
         try {
             ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());

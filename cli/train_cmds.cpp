@@ -1,5 +1,4 @@
 // The trainer's subcommands: train (design 6.5), sft (6.6), report (a run directory as HTML).
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,18 +13,6 @@
 #include "train/trainer.h"
 
 namespace kz::cli {
-
-namespace {
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
-
-int fail(const char* cmd, const std::string& msg) {
-    std::fprintf(stderr, "kernelzero %s: %s\n", cmd, msg.c_str());
-    return 2;
-}
-
-}  // namespace
 
 Runner add_train(CLI::App& app) {
     struct Args {
@@ -54,7 +41,7 @@ Runner add_train(CLI::App& app) {
     cmd->add_flag("--print-config", a->print_config, "Print the preset's TOML (or the resolved configuration) and exit");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
-        if (a->config.empty() == a->preset.empty()) return fail("train", "give one of --config FILE or --preset NAME");
+        if (a->config.empty() == a->preset.empty()) return usage_error("train", "give one of --config FILE or --preset NAME");
         try {
             if (a->print_config && !a->preset.empty()) {
                 std::cout << train_preset_toml(a->preset);
@@ -70,11 +57,10 @@ Runner add_train(CLI::App& app) {
             o.out_dir = a->out.empty() ? "runs/" + c.name : a->out;
             o.resume = a->resume;
             o.iterations = a->iterations;
-            std::signal(SIGINT, on_signal);
-            std::signal(SIGTERM, on_signal);
+            catch_stop_signals();
             if (a->nproc > 1) {
                 if (std::getenv("WORLD_SIZE"))
-                    return fail("train", "--nproc-per-node with WORLD_SIZE already set: this process is a launched rank");
+                    return usage_error("train", "--nproc-per-node with WORLD_SIZE already set: this process is a launched rank");
                 std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "train"};
                 if (!a->config.empty()) argv.insert(argv.end(), {"--config", a->config});
                 else argv.insert(argv.end(), {"--preset", a->preset});
@@ -100,7 +86,7 @@ Runner add_train(CLI::App& app) {
                 std::fprintf(stderr, "kernelzero train: interrupted (%s); --resume continues\n", e.what());
                 return 130;
             }
-            return fail("train", e.what());
+            return usage_error("train", e.what());
         }
     };
 }
@@ -123,13 +109,12 @@ Runner add_sft(CLI::App& app) {
             if (!a->data.empty()) c.sft.data = a->data;
             if (!a->out.empty()) c.sft.out = a->out;
             if (a->epochs) c.sft.epochs = *a->epochs;
-            std::signal(SIGINT, on_signal);
-            std::signal(SIGTERM, on_signal);
+            catch_stop_signals();
             SftResult r = run_sft(c, g_stop);
             std::cout << r.to_json().dump() << std::endl;
             return g_stop ? 130 : 0;
         } catch (const std::exception& e) {
-            return fail("sft", e.what());
+            return usage_error("sft", e.what());
         }
     };
 }
@@ -145,7 +130,7 @@ Runner add_report(CLI::App& app) {
             std::cout << path << "\n";
             return 0;
         } catch (const std::exception& e) {
-            return fail("report", e.what());
+            return usage_error("report", e.what());
         }
     };
 }

@@ -1,5 +1,4 @@
 // kernelzero verify: one (task, candidate) pair, or a batch of jobs.
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -16,15 +15,6 @@
 namespace kz::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
-int usage_error(const std::string& msg) {
-    std::fprintf(stderr, "kernelzero verify: %s\n", msg.c_str());
-    return 2;
-}
 
 struct VerifyArgs {
     std::string task, candidate, backend, device = "auto", policy = "strict", jobs, out, compile_baseline = "auto";
@@ -112,31 +102,31 @@ Runner add_verify(CLI::App& app) {
         if (!cmd->parsed()) return 2;
         const bool batch = !a->jobs.empty();
         if (batch && (!a->task.empty() || !a->candidate.empty()))
-            return usage_error("use either --jobs/--out or --task/--candidate, not both");
-        if (batch && a->out.empty()) return usage_error("--jobs needs --out RESULTS.jsonl");
+            return usage_error("verify", "use either --jobs/--out or --task/--candidate, not both");
+        if (batch && a->out.empty()) return usage_error("verify", "--jobs needs --out RESULTS.jsonl");
         if (!batch && (a->task.empty() || a->candidate.empty() || a->backend.empty()))
-            return usage_error("needs --task, --candidate and --backend (or --jobs and --out)");
+            return usage_error("verify", "needs --task, --candidate and --backend (or --jobs and --out)");
 
         std::string device = a->device;
         if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
         if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-            return usage_error("--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+            return usage_error("verify", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
         if (!batch && a->backend == "cuda" && device == "cpu")
-            return usage_error("backend cuda needs a GPU: CUDA candidates cannot run on --device cpu");
+            return usage_error("verify", "backend cuda needs a GPU: CUDA candidates cannot run on --device cpu");
 
         Job job;
         if (!batch) {
             std::string err;
             auto t = load_source(a->task, "", err);
-            if (!t) return usage_error("task: " + err);
+            if (!t) return usage_error("verify", "task: " + err);
             auto c = load_source(a->candidate, "", err);
-            if (!c) return usage_error("candidate: " + err);
+            if (!c) return usage_error("verify", "candidate: " + err);
             job = {"single", t->text, c->text, a->backend};
         } else {
             try {
                 read_file(a->jobs);
             } catch (const std::exception& e) {
-                return usage_error(e.what());
+                return usage_error("verify", e.what());
             }
         }
 
@@ -158,8 +148,7 @@ Runner add_verify(CLI::App& app) {
         o.spare_children = a->spares;
         if (!a->python.empty()) o.worker_command = {a->python, "-m", "kernelzero.worker"};
 
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
+        catch_stop_signals();
         std::unique_ptr<VerifyService> verifier;
         try {
             verifier = make_verify_service(a->verifier, o);
@@ -199,7 +188,7 @@ Runner add_verify(CLI::App& app) {
         try {
             s = run_batch(*verifier, bo, g_stop);
         } catch (const std::exception& e) {
-            return usage_error(e.what());
+            return usage_error("verify", e.what());
         }
         std::string counts;
         for (auto& [k, n] : s.by_status) counts += " " + k + "=" + std::to_string(n);
