@@ -30,7 +30,7 @@ struct SpawnOptions {
 // NVLink multicast off in NCCL, PyTorch's symmetric memory and NVSHMEM, in `env` (a child's
 // environment additions), except where this process's environment already sets the variable: a
 // program that uses multicast can take a shared host's GPUs out of service for a long time. Every
-// child that may touch a GPU gets it (the trainer's ranks; every Python worker, in verify/worker.cpp).
+// child that may touch a GPU gets it (the trainer's ranks; every Python worker, in worker/worker.cpp).
 void set_multicast_off(std::map<std::string, std::string>& env);
 
 enum class IoStatus { ok, timeout, closed, error };

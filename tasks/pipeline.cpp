@@ -5,7 +5,7 @@
 
 #include "common/files.h"
 #include "tasks/similarity.h"
-#include "verify/baseline_cache.h"  // sha256_hex
+#include "common/hash.h"
 
 namespace kz {
 

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "verify/baseline_cache.h"  // sha256_hex
+#include "common/hash.h"
 
 namespace kz {
 

@@ -8,8 +8,9 @@
 
 
 #include "common/files.h"
-#include "verify/verifier.h"
-#include "verify/worker.h"
+#include "common/host.h"
+#include "worker/protocol.h"
+#include "worker/worker.h"
 
 namespace kz {
 
@@ -58,7 +59,7 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         user_threads ? "" : std::to_string(validation_compile_threads(opts_.workers, opts_.processes_on_host));
     for (int i = 0; i < opts_.workers; ++i) {
         WorkerConfig c;
-        c.command = {default_python(), "-m", "kernelzero.worker"};
+        c.command = default_worker_command();
         c.role = "reference";
         c.device = worker_device();
         if (opts_.device.rfind("cuda:", 0) == 0) c.env["CUDA_VISIBLE_DEVICES"] = opts_.device.substr(5);

@@ -20,6 +20,7 @@
 #include "bench/bench_run.h"
 #include "bench/coder_prompt.h"
 #include "common/files.h"
+#include "common/hash.h"
 #include "tasks/api_catalog.h"
 #include "tasks/frontier.h"
 #include "tasks/pipeline.h"
@@ -33,7 +34,6 @@
 #include "train/run_dir.h"
 #include "train/sft.h"
 #include "train/verifier_judge.h"
-#include "verify/baseline_cache.h"
 #include "verify/verifier.h"
 
 namespace kz {

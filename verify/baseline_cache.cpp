@@ -1,6 +1,5 @@
 #include "verify/baseline_cache.h"
 
-#include <openssl/sha.h>
 #include <sqlite3.h>
 
 #include <chrono>
@@ -9,18 +8,6 @@
 #include <thread>
 
 namespace kz {
-
-std::string sha256_hex(const std::string& data) {
-    unsigned char md[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : md) {
-        out.push_back(hex[c >> 4]);
-        out.push_back(hex[c & 15]);
-    }
-    return out;
-}
 
 namespace {
 

@@ -35,6 +35,4 @@ private:
     std::string path_;
 };
 
-std::string sha256_hex(const std::string& data);
-
 }  // namespace kz

@@ -20,10 +20,10 @@
 #include <optional>
 #include <string>
 
+#include "common/host.h"
+
 namespace kz {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int64_t kGiB = int64_t{1} << 30;
 // A CUDA context with torch loaded (kernels load lazily), as one process holds it on the device.
 constexpr int64_t kCudaContextBytes = 640 * kMiB;
 // The timing loop keeps its input sets while all of them fit in this, else makes each again when it

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/host.h"
 #include "verify/verdict.h"
 
 namespace kz {
@@ -80,8 +81,6 @@ VerifyOptions with_device_defaults(VerifyOptions o);
 // Lanes for --workers auto: half the host's cores (a lane is two busy processes), at most 8, and no
 // more than one per 16 GiB of device memory (CPU: no device bound).
 int auto_lanes(int host_cores, int64_t device_total_bytes);
-// The CPUs this process may run on.
-int host_cores();
 
 // "" or "local": the in-process pool with `opts`; "redis://host:port[/db]": the farm at that broker,
 // asking for `opts`' settings. Not started. Throws std::invalid_argument for another URL.

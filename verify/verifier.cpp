@@ -1,6 +1,5 @@
 #include "verify/verifier.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,28 +12,12 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/hash.h"
 
 namespace kz {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-
-#ifndef KZ_DEFAULT_PYTHON
-#define KZ_DEFAULT_PYTHON "python3"
-#endif
-#ifndef KZ_DEFAULT_PYTHON_DIR
-#define KZ_DEFAULT_PYTHON_DIR "python"
-#endif
-
-std::string default_python() {
-    if (const char* p = std::getenv("KZ_PYTHON"); p && *p) return p;
-    return KZ_DEFAULT_PYTHON;
-}
-
-std::string default_python_dir() {
-    if (const char* p = std::getenv("KZ_PYTHON_DIR"); p && *p) return p;
-    return KZ_DEFAULT_PYTHON_DIR;
-}
 
 namespace {
 
@@ -100,7 +83,7 @@ Verifier::Verifier(VerifyOptions opts) : opts_(with_device_defaults(std::move(op
         write_file_atomic(opts_.work_dir + "/owner.pid", std::to_string(::getpid()) + "\n");
         owns_work_dir_ = true;
     }
-    if (opts_.worker_command.empty()) opts_.worker_command = {default_python(), "-m", "kernelzero.worker"};
+    if (opts_.worker_command.empty()) opts_.worker_command = default_worker_command();
     if (opts_.python_dir.empty()) opts_.python_dir = default_python_dir();
     if (opts_.lanes < 0) opts_.lanes = 1;
     baselines_ = std::make_unique<BaselineCache>(opts_.cache_dir + "/baselines.sqlite");
@@ -122,12 +105,6 @@ void Verifier::make_lanes(int n) {
         free_lanes_.push_back(lane.get());
         lanes_.push_back(std::move(lane));
     }
-}
-
-int host_cores() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-    return std::max(1u, std::thread::hardware_concurrency());
 }
 
 VerifyOptions with_device_defaults(VerifyOptions o) {

@@ -25,13 +25,10 @@
 #include "verify/device_memory.h"
 #include "verify/service.h"
 #include "verify/verdict.h"
-#include "verify/worker.h"
+#include "worker/protocol.h"
+#include "worker/worker.h"
 
 namespace kz {
-
-// The Python the workers run: $KZ_PYTHON, else the one configured at build time.
-std::string default_python();
-std::string default_python_dir();
 
 // The in-process verifier: the default VerifyService.
 class Verifier : public VerifyService {

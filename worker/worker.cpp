@@ -1,9 +1,9 @@
-#include "verify/worker.h"
+#include "worker/worker.h"
 
 #include <filesystem>
 #include <fstream>
 
-#include "verify/framing.h"
+#include "worker/framing.h"
 
 namespace kz {
 

@@ -12,7 +12,7 @@
 
 #include "common/files.h"
 #include "tasks/similarity.h"
-#include "verify/baseline_cache.h"
+#include "common/hash.h"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,7 @@
 #include "verify/baseline_cache.h"
 
+#include "common/hash.h"
+
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>

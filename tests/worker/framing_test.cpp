@@ -1,4 +1,4 @@
-#include "verify/framing.h"
+#include "worker/framing.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Supervision of worker processes, against a fake worker that misbehaves on request.
-#include "verify/worker.h"
+#include "worker/worker.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ namespace {
 
 kz::WorkerConfig fake(const std::string& dir, std::map<std::string, std::string> env = {}) {
     kz::WorkerConfig c;
-    c.command = {"python3", std::string(KZ_SOURCE_DIR) + "/tests/verify/fake_worker.py"};
+    c.command = {"python3", std::string(KZ_SOURCE_DIR) + "/tests/worker/fake_worker.py"};
     c.role = "reference";
     c.work_root = dir + "/work";
     c.log_path = dir + "/worker.log";
