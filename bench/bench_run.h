@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 #include "bench/metrics.h"
 #include "engine/chat.h"
 

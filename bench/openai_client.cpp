@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "serve/openai_api.h"
+#include "openai/api.h"
 
 namespace kz {
 

@@ -13,7 +13,7 @@
 
 #include "engine/chat.h"
 #include "engine/generate.h"
-#include "serve/openai_api.h"
+#include "openai/api.h"
 
 namespace kz {
 

@@ -1,4 +1,4 @@
-// `kernelzero serve`: the policy engine behind OpenAI's HTTP API (serve/openai_api.h), so that bench,
+// `kernelzero serve`: the policy engine behind OpenAI's HTTP API (openai/api.h), so that bench,
 // notebooks and other tools can use a trained model. Requests that arrive together are decoded in
 // one batch (rows of requests with the same temperature / top-p / top-k share a generate call, up
 // to max_batch rows); streaming answers are sent token by token as server-sent events.

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "bench/bench_run.h"
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 #include "common/files.h"
 #include "engine/hf_checkpoint.h"
 #include "train/policy.h"

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "bench/bench_run.h"
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 #include "common/files.h"
 #include "common/hash.h"
 #include "tasks/api_catalog.h"

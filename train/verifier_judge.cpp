@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 
 namespace kz {
 

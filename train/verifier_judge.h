@@ -1,4 +1,4 @@
-// The trainer's judge (a CoderJudge): each completion's candidate is extracted (bench/coder_prompt.h;
+// The trainer's judge (a CoderJudge): each completion's candidate is extracted (prompts/coder_prompt.h;
 // none is a format_error verdict, incorrect) and the rest are verified in parallel by the verifier.
 // Verdicts are kept for the rollout records; an infra_error stays an infra error (never a reward).
 #pragma once

@@ -2,7 +2,7 @@
 // in the shapes clients read.
 #include <gtest/gtest.h>
 
-#include "serve/openai_api.h"
+#include "openai/api.h"
 
 namespace {
 

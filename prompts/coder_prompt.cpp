@@ -1,4 +1,4 @@
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 
 #include <regex>
 #include <stdexcept>
@@ -41,7 +41,7 @@ std::string without_trailing_space(std::string s) {
 
 }  // namespace
 
-std::string default_prompts_dir() { return std::string(KZ_SOURCE_DIR) + "/bench/prompts"; }
+std::string default_prompts_dir() { return std::string(KZ_SOURCE_DIR) + "/prompts"; }
 
 CoderPrompt CoderPrompt::load(CoderFormat format, const std::string& version, const std::string& dir) {
     auto read = [&](const std::string& name) {

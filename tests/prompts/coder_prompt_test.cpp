@@ -2,7 +2,7 @@
 // malformed completions.
 #include <gtest/gtest.h>
 
-#include "bench/coder_prompt.h"
+#include "prompts/coder_prompt.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "serve/openai_api.h"
+#include "openai/api.h"
 
 #include <stdexcept>
 

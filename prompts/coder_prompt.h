@@ -1,5 +1,5 @@
 // The Coder's prompt and the reading of its answer, shared by evaluation (`kernelzero bench`) and
-// training. Prompts are versioned text files, bench/prompts/<version>/: system.md and one file per
+// training. Prompts are versioned text files, prompts/<version>/: system.md and one file per
 // candidate format (triton.md, cuda_nvrtc.md, cuda_inline.md), each with a worked example and a
 // `{task}` placeholder for the task's source. Changing a prompt means a new version directory, so a
 // run's records always say which prompt produced them.
@@ -22,7 +22,7 @@ CoderFormat coder_format(const std::string& backend, const std::string& format);
 const char* backend_of(CoderFormat f);  // "triton" | "cuda"
 const char* format_name(CoderFormat f);  // "triton" | "cuda_nvrtc" | "cuda_inline"
 
-// The source tree's bench/prompts directory (where the build found it).
+// The source tree's prompts directory (where the build found it).
 std::string default_prompts_dir();
 
 class CoderPrompt {
