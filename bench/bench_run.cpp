@@ -26,15 +26,19 @@ std::string sample_id(const std::string& task, int sample) { return task + "#" +
 // Returns the run's settings.
 json check_or_write_run(const BenchOptions& opts, const std::vector<BenchTask>& tasks, const std::string& source) {
     const std::string path = opts.out_dir + "/run.json";
-    json run = {{"prompt_version", kCoderPromptVersion}, {"format", format_name(opts.format)},
-                {"backend", backend_of(opts.format)}, {"samples", opts.samples}, {"source", source},
+    json run = {{"prompt_version", kCoderPromptVersion},
+                {"format", format_name(opts.format)},
+                {"backend", backend_of(opts.format)},
+                {"samples", opts.samples},
+                {"source", source},
                 {"settings", opts.settings}};
     json ids = json::array();
     for (const auto& t : tasks) ids.push_back(t.id);
     run["tasks"] = ids;
     if (fs::exists(path)) {
         if (!opts.resume)
-            throw std::runtime_error(opts.out_dir + " already holds a run (run.json): pass --resume to continue it, or "
+            throw std::runtime_error(opts.out_dir +
+                                     " already holds a run (run.json): pass --resume to continue it, or "
                                      "choose a new --out");
         json old = json::parse(read_file(path), nullptr, false);
         for (const char* key : {"prompt_version", "format", "samples", "source", "settings", "tasks"})
@@ -72,8 +76,9 @@ std::vector<BenchTask> load_task_dirs(const std::vector<std::string>& dirs) {
 }
 
 std::string reference_candidate(const std::string& task_source) {
-    return task_source + "\n\n# kernelzero bench --model reference: the reference itself as the candidate.\n"
-                         "class ModelNew(Model):\n    pass\n";
+    return task_source +
+           "\n\n# kernelzero bench --model reference: the reference itself as the candidate.\n"
+           "class ModelNew(Model):\n    pass\n";
 }
 
 BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& opts, CompletionSource* source,
@@ -92,7 +97,8 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
     std::map<std::string, std::string> completions;  // sample id -> completion
     for (const auto& j : read_json_lines(completions_path))
         if (j.contains("task") && j.contains("sample") && j.contains("completion"))
-            completions[sample_id(j["task"].get<std::string>(), j["sample"].get<int>())] = j["completion"].get<std::string>();
+            completions[sample_id(j["task"].get<std::string>(), j["sample"].get<int>())] =
+                j["completion"].get<std::string>();
     if (source) {
         const CoderPrompt prompt = CoderPrompt::load(opts.format);
         std::vector<const BenchTask*> todo;
@@ -105,22 +111,24 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
         const size_t chunk = static_cast<size_t>(std::max(1, source->batch_prompts()));
         for (size_t i = 0; i < todo.size() && !stop; i += chunk) {
             std::vector<std::vector<ChatMessage>> prompts;
-            for (size_t k = i; k < std::min(todo.size(), i + chunk); ++k) prompts.push_back(prompt.messages(todo[k]->source));
+            for (size_t k = i; k < std::min(todo.size(), i + chunk); ++k)
+                prompts.push_back(prompt.messages(todo[k]->source));
             auto outs = source->complete(prompts, opts.samples);
-            if (outs.size() != prompts.size()) throw std::runtime_error("the completion source returned too few answers");
+            if (outs.size() != prompts.size())
+                throw std::runtime_error("the completion source returned too few answers");
             for (size_t k = 0; k < outs.size(); ++k) {
                 const BenchTask& t = *todo[i + k];
                 for (int s = 0; s < opts.samples && s < static_cast<int>(outs[k].size()); ++s) {
                     if (completions.count(sample_id(t.id, s))) continue;
                     completions[sample_id(t.id, s)] = outs[k][s];
-                    append_durable(completions_path,
-                                   json({{"task", t.id}, {"sample", s}, {"completion", outs[k][s]}})
-                                           .dump(-1, ' ', false, json::error_handler_t::replace) +
-                                       "\n");
+                    append_durable(completions_path, json({{"task", t.id}, {"sample", s}, {"completion", outs[k][s]}})
+                                                             .dump(-1, ' ', false, json::error_handler_t::replace) +
+                                                         "\n");
                 }
             }
             if (opts.progress)
-                std::fprintf(stderr, "\r[bench] generated %zu / %zu tasks", std::min(todo.size(), i + chunk), todo.size());
+                std::fprintf(stderr, "\r[bench] generated %zu / %zu tasks", std::min(todo.size(), i + chunk),
+                             todo.size());
         }
         if (opts.progress && !todo.empty()) std::fprintf(stderr, "\n");
     }
@@ -145,7 +153,8 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
                 if (!ex.ok()) {
                     if (!judged.count(id)) {
                         json line = {{"id", id}};
-                        line.update(early_verdict(Status::format_error, ex.reason, verifier.options().device, backend).to_json());
+                        line.update(early_verdict(Status::format_error, ex.reason, verifier.options().device, backend)
+                                        .to_json());
                         append_durable(verdicts_path, line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
                         judged.insert(id);
                     }
@@ -182,7 +191,8 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
             o.group = t.group;
             o.correct = v.value("correct", false);
             o.infra_error = v.value("status", "") == "infra_error";
-            if (v.contains("speedup_eager") && v["speedup_eager"].is_number()) o.speedup_eager = v["speedup_eager"].get<double>();
+            if (v.contains("speedup_eager") && v["speedup_eager"].is_number())
+                o.speedup_eager = v["speedup_eager"].get<double>();
             if (v.contains("speedup_compile") && v["speedup_compile"].is_number())
                 o.speedup_compile = v["speedup_compile"].get<double>();
             outcomes.push_back(o);

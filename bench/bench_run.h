@@ -28,8 +28,8 @@ namespace kz {
 class VerifyService;
 
 struct BenchTask {
-    std::string id;      // "<group>/<file stem>"
-    std::string group;   // the directory's name ("level1", ...)
+    std::string id;     // "<group>/<file stem>"
+    std::string group;  // the directory's name ("level1", ...)
     std::string path, source;
 };
 
@@ -43,8 +43,9 @@ public:
     virtual ~CompletionSource() = default;
     // `n` completions for each conversation, in order. Throws std::runtime_error on failure (the run
     // stops; what was recorded stays).
-    virtual std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) = 0;
-    virtual std::string describe() const = 0;  // recorded in run.json
+    virtual std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
+                                                           int n) = 0;
+    virtual std::string describe() const = 0;        // recorded in run.json
     virtual int batch_prompts() const { return 8; }  // conversations per complete() call
 };
 
@@ -55,8 +56,8 @@ struct BenchOptions {
     std::vector<int64_t> ks = {1};
     bool resume = false;
     bool progress = true;
-    int in_flight = 2;           // verification jobs in flight
-    nlohmann::json settings;     // extra settings recorded in run.json (model, temperature, ...)
+    int in_flight = 2;        // verification jobs in flight
+    nlohmann::json settings;  // extra settings recorded in run.json (model, temperature, ...)
 };
 
 // With `source` null: the reference self-test (each task's Model wrapped as ModelNew). Throws

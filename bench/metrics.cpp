@@ -10,8 +10,9 @@ using json = nlohmann::json;
 
 double pass_at_k(int64_t n, int64_t c, int64_t k) {
     if (n < 0 || c < 0 || c > n) throw std::invalid_argument("pass@k needs 0 <= c <= n");
-    if (k < 1 || k > n) throw std::invalid_argument("pass@k needs 1 <= k <= n (k " + std::to_string(k) + ", n " +
-                                                     std::to_string(n) + ")");
+    if (k < 1 || k > n)
+        throw std::invalid_argument("pass@k needs 1 <= k <= n (k " + std::to_string(k) + ", n " + std::to_string(n) +
+                                    ")");
     if (n - c < k) return 1.0;
     // C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k / i)
     double fail = 1.0;
@@ -80,8 +81,10 @@ GroupMetrics group_metrics(const std::vector<const SampleOutcome*>& samples, con
         if (t.samples > 0) {
             ++scored_tasks;
             for (int64_t k : ks) {
-                if (t.samples < k) pass_defined[k] = false;
-                else pass_sum[k] += pass_at_k(t.samples, t.correct, k);
+                if (t.samples < k)
+                    pass_defined[k] = false;
+                else
+                    pass_sum[k] += pass_at_k(t.samples, t.correct, k);
             }
             for (double p : kFastThresholds) {
                 g.fast_eager[p] += static_cast<double>(fast_e[p]) / static_cast<double>(t.samples);
@@ -91,7 +94,8 @@ GroupMetrics group_metrics(const std::vector<const SampleOutcome*>& samples, con
         if (tasks_out) tasks_out->push_back(t);
     }
     for (int64_t k : ks)
-        g.pass_at[k] = pass_defined[k] && scored_tasks > 0 ? std::optional<double>(pass_sum[k] / scored_tasks) : std::nullopt;
+        g.pass_at[k] =
+            pass_defined[k] && scored_tasks > 0 ? std::optional<double>(pass_sum[k] / scored_tasks) : std::nullopt;
     for (double p : kFastThresholds) {
         g.fast_eager[p] = scored_tasks ? g.fast_eager[p] / scored_tasks : 0.0;
         g.fast_compile[p] = scored_tasks ? g.fast_compile[p] / scored_tasks : 0.0;
@@ -124,8 +128,12 @@ json BenchMetrics::to_json() const {
     j["by_group"] = groups;
     json ts = json::array();
     for (const auto& t : tasks)
-        ts.push_back({{"task", t.task}, {"group", t.group}, {"samples", t.samples}, {"correct", t.correct},
-                      {"infra_errors", t.infra_errors}, {"best_speedup_eager", opt(t.best_speedup_eager)},
+        ts.push_back({{"task", t.task},
+                      {"group", t.group},
+                      {"samples", t.samples},
+                      {"correct", t.correct},
+                      {"infra_errors", t.infra_errors},
+                      {"best_speedup_eager", opt(t.best_speedup_eager)},
                       {"best_speedup_compile", opt(t.best_speedup_compile)}});
     j["tasks"] = ts;
     return j;

@@ -30,8 +30,13 @@ EndpointSource::EndpointSource(EndpointOptions opts) : opts_(std::move(opts)) {
 std::vector<std::string> EndpointSource::ask(const std::vector<ChatMessage>& messages, int n, uint64_t seed) const {
     json msgs = json::array();
     for (const auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
-    const json body = {{"model", opts_.model}, {"messages", msgs}, {"n", n}, {"max_tokens", opts_.max_tokens},
-                       {"temperature", opts_.temperature}, {"top_p", opts_.top_p}, {"seed", seed}};
+    const json body = {{"model", opts_.model},
+                       {"messages", msgs},
+                       {"n", n},
+                       {"max_tokens", opts_.max_tokens},
+                       {"temperature", opts_.temperature},
+                       {"top_p", opts_.top_p},
+                       {"seed", seed}};
     httplib::Client cli(origin_);
     const auto secs = static_cast<time_t>(opts_.timeout_s);
     cli.set_connection_timeout(10, 0);
@@ -54,17 +59,19 @@ std::vector<std::string> EndpointSource::ask(const std::vector<ChatMessage>& mes
             throw std::runtime_error("the endpoint refused the request: HTTP " + std::to_string(res->status) + ": " +
                                      res->body.substr(0, 300));
         json j = json::parse(res->body, nullptr, false);
-        if (j.is_discarded()) throw std::runtime_error("the endpoint's answer is not JSON: " + res->body.substr(0, 200));
+        if (j.is_discarded())
+            throw std::runtime_error("the endpoint's answer is not JSON: " + res->body.substr(0, 200));
         auto texts = openai::response_texts(j);
         if (static_cast<int>(texts.size()) != n)
-            throw std::runtime_error("the endpoint returned " + std::to_string(texts.size()) + " choices for n = " +
-                                     std::to_string(n));
+            throw std::runtime_error("the endpoint returned " + std::to_string(texts.size()) +
+                                     " choices for n = " + std::to_string(n));
         return texts;
     }
     throw std::runtime_error("the endpoint failed " + std::to_string(opts_.retries + 1) + " times; last: " + last);
 }
 
-std::vector<std::vector<std::string>> EndpointSource::complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) {
+std::vector<std::vector<std::string>> EndpointSource::complete(const std::vector<std::vector<ChatMessage>>& prompts,
+                                                               int n) {
     std::vector<std::vector<std::string>> out(prompts.size());
     std::atomic<size_t> next{0};
     std::mutex mu;

@@ -10,13 +10,13 @@
 namespace kz {
 
 struct EndpointOptions {
-    std::string url;       // http://host:port, optionally ending in /v1
-    std::string model;     // the served model name
+    std::string url;    // http://host:port, optionally ending in /v1
+    std::string model;  // the served model name
     double temperature = 0.0, top_p = 1.0;
     int64_t max_tokens = 4096;
     uint64_t seed = 0;
-    int concurrency = 8;   // requests in flight
-    int retries = 4;       // after the first attempt
+    int concurrency = 8;  // requests in flight
+    int retries = 4;      // after the first attempt
     double timeout_s = 900;
 };
 
@@ -24,7 +24,8 @@ class EndpointSource : public CompletionSource {
 public:
     // Throws std::invalid_argument for a URL that is not http://host[:port][/path].
     explicit EndpointSource(EndpointOptions opts);
-    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) override;
+    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
+                                                   int n) override;
     std::string describe() const override { return opts_.url + " (" + opts_.model + ")"; }
     int batch_prompts() const override { return 4 * opts_.concurrency; }
 

@@ -42,26 +42,32 @@ std::string fast_p_svg(const GroupMetrics& g) {
     auto x = [&](size_t i) { return L + (W - L - R) * static_cast<double>(i) / static_cast<double>(n - 1); };
     auto y = [&](double v) { return T + (H - T - B) * (1.0 - v); };
     std::ostringstream s;
-    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='fast_p'>";
+    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+      << "' role='img' aria-label='fast_p'>";
     for (double v : {0.0, 0.25, 0.5, 0.75, 1.0})
         s << "<line x1='" << L << "' x2='" << W - R << "' y1='" << y(v) << "' y2='" << y(v) << "' stroke='#ddd'/>"
           << "<text x='" << L - 6 << "' y='" << y(v) + 4 << "' font-size='11' text-anchor='end'>" << v << "</text>";
     for (size_t i = 0; i < n; ++i)
-        s << "<text x='" << x(i) << "' y='" << H - B + 16 << "' font-size='11' text-anchor='middle'>" << kFastThresholds[i]
-          << "</text>";
-    s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 4 << "' font-size='11' text-anchor='middle'>p (speedup above)</text>";
+        s << "<text x='" << x(i) << "' y='" << H - B + 16 << "' font-size='11' text-anchor='middle'>"
+          << kFastThresholds[i] << "</text>";
+    s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 4
+      << "' font-size='11' text-anchor='middle'>p (speedup above)</text>";
     auto line = [&](const std::map<double, double>& vals, const char* color, const char* label, int row) {
         s << "<polyline fill='none' stroke='" << color << "' stroke-width='2' points='";
         for (size_t i = 0; i < n; ++i) s << x(i) << "," << y(vals.at(kFastThresholds[i])) << " ";
         s << "'/>";
         for (size_t i = 0; i < n; ++i)
-            s << "<circle cx='" << x(i) << "' cy='" << y(vals.at(kFastThresholds[i])) << "' r='3' fill='" << color << "'/>";
-        s << "<text x='" << W - R + 10 << "' y='" << T + 12 + 16 * row << "' font-size='11' fill='" << color << "'>" << label
-          << "</text>";
+            s << "<circle cx='" << x(i) << "' cy='" << y(vals.at(kFastThresholds[i])) << "' r='3' fill='" << color
+              << "'/>";
+        s << "<text x='" << W - R + 10 << "' y='" << T + 12 + 16 * row << "' font-size='11' fill='" << color << "'>"
+          << label << "</text>";
     };
     line(g.fast_eager, "#1f6feb", "vs eager", 0);
-    if (g.geomean_speedup_compile) line(g.fast_compile, "#d2691e", "vs torch.compile", 1);
-    else s << "<text x='" << W - R + 10 << "' y='" << T + 28 << "' font-size='11' fill='#888'>torch.compile not timed</text>";
+    if (g.geomean_speedup_compile)
+        line(g.fast_compile, "#d2691e", "vs torch.compile", 1);
+    else
+        s << "<text x='" << W - R + 10 << "' y='" << T + 28
+          << "' font-size='11' fill='#888'>torch.compile not timed</text>";
     s << "</svg>";
     return s.str();
 }
@@ -73,9 +79,11 @@ std::string speedup_svg(const std::vector<SampleOutcome>& samples) {
         if (s.correct && s.speedup_eager && *s.speedup_eager > 0) l.push_back(std::log2(*s.speedup_eager));
     const int W = 420, H = 240, L = 40, R = 16, T = 16, B = 36;
     std::ostringstream s;
-    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='speedups'>";
+    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+      << "' role='img' aria-label='speedups'>";
     if (l.empty()) {
-        s << "<text x='" << W / 2 << "' y='" << H / 2 << "' font-size='13' text-anchor='middle'>no correct sample with a "
+        s << "<text x='" << W / 2 << "' y='" << H / 2
+          << "' font-size='13' text-anchor='middle'>no correct sample with a "
           << "speedup</text></svg>";
         return s.str();
     }
@@ -124,8 +132,8 @@ std::string report_markdown(const BenchMetrics& m, const json& run, const std::v
          "averaged over samples per task, then over tasks.\n\n## Tasks\n\n"
          "| task | samples | correct | best speedup vs eager | vs torch.compile |\n|---|---|---|---|---|\n";
     for (const auto& t : m.tasks)
-        o << "| " << t.task << " | " << t.samples << " | " << t.correct << " | " << fmt_opt(t.best_speedup_eager, "%.2fx")
-          << " | " << fmt_opt(t.best_speedup_compile, "%.2fx") << " |\n";
+        o << "| " << t.task << " | " << t.samples << " | " << t.correct << " | "
+          << fmt_opt(t.best_speedup_eager, "%.2fx") << " | " << fmt_opt(t.best_speedup_compile, "%.2fx") << " |\n";
     return o.str();
 }
 
@@ -143,22 +151,25 @@ std::string report_html(const BenchMetrics& m, const std::vector<SampleOutcome>&
     for (double p : kFastThresholds) o << "<th>fast<sub>" << p << "</sub></th>";
     o << "<th>geomean speedup<br>eager / compile</th><th>infra errors</th></tr>";
     for (const auto& [name, g] : rows_of(m)) {
-        o << "<tr><td>" << html_escape(name) << "</td><td>" << g->tasks << "</td><td>" << g->samples << "</td><td>" << g->correct
-          << "</td>";
+        o << "<tr><td>" << html_escape(name) << "</td><td>" << g->tasks << "</td><td>" << g->samples << "</td><td>"
+          << g->correct << "</td>";
         for (int64_t k : ks) o << "<td>" << pct_opt(g->pass_at.at(k)) << "</td>";
         for (double p : kFastThresholds) o << "<td>" << pct(g->fast_eager.at(p)) << "</td>";
-        o << "<td>" << fmt_opt(g->geomean_speedup_eager, "%.2fx") << " / " << fmt_opt(g->geomean_speedup_compile, "%.2fx")
-          << "</td><td>" << g->infra_errors << "</td></tr>";
+        o << "<td>" << fmt_opt(g->geomean_speedup_eager, "%.2fx") << " / "
+          << fmt_opt(g->geomean_speedup_compile, "%.2fx") << "</td><td>" << g->infra_errors << "</td></tr>";
     }
     o << "</table><div class='charts'><figure>" << fast_p_svg(m.overall)
-      << "<figcaption>fast<sub>p</sub>: share correct and more than p times faster than the baseline</figcaption></figure>"
-      << "<figure>" << speedup_svg(samples) << "<figcaption>speedup distribution (log scale)</figcaption></figure></div>";
+      << "<figcaption>fast<sub>p</sub>: share correct and more than p times faster than the "
+         "baseline</figcaption></figure>"
+      << "<figure>" << speedup_svg(samples)
+      << "<figcaption>speedup distribution (log scale)</figcaption></figure></div>";
     o << "<h2>Tasks</h2><table><tr><th>task</th><th>samples</th><th>correct</th><th>best speedup vs eager</th>"
          "<th>vs torch.compile</th></tr>";
     for (const auto& t : m.tasks)
         o << "<tr><td>" << html_escape(t.task) << "</td><td>" << t.samples << "</td><td class='"
-          << (t.correct > 0 ? "good" : "bad") << "'>" << t.correct << "</td><td>" << fmt_opt(t.best_speedup_eager, "%.2fx")
-          << "</td><td>" << fmt_opt(t.best_speedup_compile, "%.2fx") << "</td></tr>";
+          << (t.correct > 0 ? "good" : "bad") << "'>" << t.correct << "</td><td>"
+          << fmt_opt(t.best_speedup_eager, "%.2fx") << "</td><td>" << fmt_opt(t.best_speedup_compile, "%.2fx")
+          << "</td></tr>";
     o << "</table></body></html>\n";
     return o.str();
 }

@@ -29,7 +29,8 @@ public:
           model_(load_model(args)),
           source_(model_, tok_, stop_ids(tok_, model_.config(), GenerationDefaults::load(args.model)), sampling,
                   max_new_tokens, batch, args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {}
-    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) override {
+    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
+                                                   int n) override {
         return source_.complete(prompts, n);
     }
     std::string describe() const override { return source_.describe(); }
@@ -56,7 +57,8 @@ Runner add_bench(CLI::App& app) {
         bool resume = false, as_json = false, no_progress = false;
     };
     auto a = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("bench", "Evaluate a Coder on KernelBench-format task sets (pass@k, fast_p, speedups)");
+    auto* cmd =
+        app.add_subcommand("bench", "Evaluate a Coder on KernelBench-format task sets (pass@k, fast_p, speedups)");
     cmd->add_option("--tasks", a->tasks, "A directory of task files (repeat for several; each is a group, e.g. level1)")
         ->required();
     cmd->add_option("--backend", a->backend, "cuda or triton")->required()->check(CLI::IsMember({"cuda", "triton"}));
@@ -64,18 +66,23 @@ Runner add_bench(CLI::App& app) {
         ->check(CLI::IsMember({"nvrtc", "inline"}));
     add_model_options(cmd, *a, /*required=*/false);
     cmd->get_option("--model")->description("Hugging Face model directory, or `reference` (the harness self-test)");
-    cmd->add_option("--endpoint", a->endpoint, "An OpenAI-compatible server instead of --model (http://host:port[/v1])");
+    cmd->add_option("--endpoint", a->endpoint,
+                    "An OpenAI-compatible server instead of --model (http://host:port[/v1])");
     cmd->add_option("--served-model", a->served_model, "The model name the --endpoint serves");
     cmd->add_option("--concurrency", a->concurrency, "--endpoint: requests in flight")->check(CLI::Range(1, 1024));
     cmd->add_option("--samples", a->samples, "Completions per task")->check(CLI::Range(1, 1024));
-    cmd->add_option("--k", a->ks, "pass@k for these k (comma-separated, each <= --samples)")->delimiter(',')
+    cmd->add_option("--k", a->ks, "pass@k for these k (comma-separated, each <= --samples)")
+        ->delimiter(',')
         ->check(CLI::Range(int64_t{1}, int64_t{1024}));
-    cmd->add_option("--temperature", a->temperature, "Sampling temperature (default: 0, greedy, for one sample; 1 for more)")
+    cmd->add_option("--temperature", a->temperature,
+                    "Sampling temperature (default: 0, greedy, for one sample; 1 for more)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--top-p", a->top_p, "Nucleus mass")->check(CLI::Range(0.0, 1.0));
-    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Most tokens per completion")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Most tokens per completion")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--seed", a->seed, "Sampling seed");
-    cmd->add_option("--batch", a->batch, "Tasks per generation batch (their samples decode together)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--batch", a->batch, "Tasks per generation batch (their samples decode together)")
+        ->check(CLI::Range(1, 4096));
     cmd->add_option("--out", a->out, "Run directory (samples, verdicts, metrics, reports)")->required();
     cmd->add_flag("--resume", a->resume, "Continue the run in --out: what is recorded is kept, the rest is done");
     cmd->add_option("--policy", a->policy, "Verification policy for model samples (the reference self-test is lenient)")
@@ -89,15 +96,19 @@ Runner add_bench(CLI::App& app) {
     cmd->add_flag("--no-progress", a->no_progress, "No progress output");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
-        if (a->model.empty() == a->endpoint.empty()) return usage_error("bench", "give one of --model DIR, --model reference, --endpoint URL");
-        if (!a->endpoint.empty() && a->served_model.empty()) return usage_error("bench", "--endpoint needs --served-model NAME");
+        if (a->model.empty() == a->endpoint.empty())
+            return usage_error("bench", "give one of --model DIR, --model reference, --endpoint URL");
+        if (!a->endpoint.empty() && a->served_model.empty())
+            return usage_error("bench", "--endpoint needs --served-model NAME");
         const bool reference = a->model == "reference";
         std::string device = a->device;
         if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
         if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
             return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
-        if (a->backend == "cuda" && device == "cpu") return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
-        if (reference && !a->adapter.empty()) return usage_error("bench", "--adapter needs a model, not --model reference");
+        if (a->backend == "cuda" && device == "cpu")
+            return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
+        if (reference && !a->adapter.empty())
+            return usage_error("bench", "--adapter needs a model, not --model reference");
         try {
             BenchOptions opts;
             opts.out_dir = a->out;
@@ -114,8 +125,11 @@ Runner add_bench(CLI::App& app) {
                 sp.top_p = a->top_p;
                 sp.seed = a->seed;
                 sp.validate();
-                opts.settings = {{"temperature", sp.temperature}, {"top_p", sp.top_p}, {"seed", sp.seed},
-                                 {"max_new_tokens", a->max_new_tokens}, {"policy", a->policy}};
+                opts.settings = {{"temperature", sp.temperature},
+                                 {"top_p", sp.top_p},
+                                 {"seed", sp.seed},
+                                 {"max_new_tokens", a->max_new_tokens},
+                                 {"policy", a->policy}};
                 if (!a->endpoint.empty()) {
                     EndpointOptions eo;
                     eo.url = a->endpoint;

@@ -22,7 +22,8 @@ void catch_stop_signals();
 // --workers N|auto: the verifier's lanes. auto (stored as 0) lets the verifier count them from the
 // host's cores and the device's memory when it starts (verify/service.h, auto_lanes).
 inline CLI::Option* add_workers_option(CLI::App* cmd, int& lanes, const std::string& what) {
-    return cmd->add_option("--workers", lanes, what + " (a number, or auto: from the host's cores and the device's memory)")
+    return cmd
+        ->add_option("--workers", lanes, what + " (a number, or auto: from the host's cores and the device's memory)")
         ->transform([](std::string s) { return s == "auto" ? std::string("0") : s; }, "", "auto")
         ->check(CLI::Range(0, 256))
         ->default_str("auto");

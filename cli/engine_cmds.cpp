@@ -42,14 +42,17 @@ std::vector<int64_t> prompt_ids(const Tokenizer& tok, const std::string& text, b
 Runner add_tokenize(CLI::App& app) {
     auto model = std::make_shared<std::string>(), jsonl = std::make_shared<std::string>();
     auto decode = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("tokenize", "Token ids of each JSON string line of a JSONL file, one array per line");
+    auto* cmd =
+        app.add_subcommand("tokenize", "Token ids of each JSON string line of a JSONL file, one array per line");
     cmd->add_option("--model", *model, "Directory holding tokenizer.json")->required();
     cmd->add_option("--jsonl", *jsonl, "Input: one JSON string per line ('-' for standard input)")->required();
-    cmd->add_flag("--decode", *decode, "The reverse: each line a JSON array of ids, printed as a JSON string "
-                                       "(bytes that are not UTF-8 as U+FFFD)");
+    cmd->add_flag("--decode", *decode,
+                  "The reverse: each line a JSON array of ids, printed as a JSON string "
+                  "(bytes that are not UTF-8 as U+FFFD)");
     auto chat = std::make_shared<bool>(false);
-    cmd->add_flag("--chat", *chat, "Each line a JSON array of {\"role\", \"content\"} messages: the ids of the "
-                                   "ChatML conversation with the assistant's generation prompt");
+    cmd->add_flag("--chat", *chat,
+                  "Each line a JSON array of {\"role\", \"content\"} messages: the ids of the "
+                  "ChatML conversation with the assistant's generation prompt");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         try {
@@ -119,10 +122,12 @@ Runner add_generate(CLI::App& app) {
     cmd->add_option("--prompt", a->prompt, "Prompt text (special tokens in it are matched as tokens)")->required();
     cmd->add_flag("--chat", a->chat, "Wrap the prompt as a ChatML user turn with a generation prompt");
     cmd->add_option("--system", a->system, "System message (with --chat)");
-    cmd->add_option("--max-new-tokens", a->max_new, "Most tokens per completion")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cmd->add_option("--max-new-tokens", a->max_new, "Most tokens per completion")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     cmd->add_option("--temperature", a->temperature, "0 = greedy (default: generation_config.json, else 1)")
         ->check(CLI::NonNegativeNumber);
-    cmd->add_option("--top-p", a->top_p, "Nucleus mass (default: generation_config.json, else 1)")->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--top-p", a->top_p, "Nucleus mass (default: generation_config.json, else 1)")
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--top-k", a->top_k, "Most likely tokens kept, 0 = all")->check(CLI::NonNegativeNumber);
     cmd->add_option("--seed", a->seed, "Sampling seed");
     cmd->add_option("--n", a->n, "Samples (one batch)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
@@ -200,7 +205,9 @@ Runner add_score(CLI::App& app) {
                 std::cout << json{{"token_ids", c}, {"logprobs", lp}, {"sum", sum}}.dump() << "\n";
             } else {
                 for (size_t i = 0; i < c.size(); ++i)
-                    std::cout << c[i] << "\t" << lp[i] << "\t" << json(tok.token_bytes(c[i])).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+                    std::cout << c[i] << "\t" << lp[i] << "\t"
+                              << json(tok.token_bytes(c[i])).dump(-1, ' ', false, json::error_handler_t::replace)
+                              << "\n";
                 std::cout << "sum\t" << sum << "\n";
             }
             return 0;
@@ -219,8 +226,10 @@ Runner add_init_model(CLI::App& app) {
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("init-model", "Write a randomly initialised model in Hugging Face format");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3")->check(CLI::IsMember({"qwen2", "qwen3"}));
-    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
-    cmd->add_option("--tokenizer", a->tokenizer, "Directory with tokenizer.json (copied; sets the vocabulary)")->required();
+    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")
+        ->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--tokenizer", a->tokenizer, "Directory with tokenizer.json (copied; sets the vocabulary)")
+        ->required();
     cmd->add_option("--out", a->out, "Output directory")->required();
     cmd->add_option("--seed", a->seed, "Initialisation seed");
     cmd->add_option("--init-range", a->init_range, "Standard deviation of the weights (default 0.02)")
@@ -237,7 +246,7 @@ Runner add_init_model(CLI::App& app) {
             if (auto e = tok.eos_id()) cfg.eos_token_ids = {*e};
             if (auto e = tok.token_id("<|endoftext|>")) cfg.bos_token_id = *e;
             torch::ScalarType dt = a->dtype == "auto" ? (a->preset == "7b-shape" ? torch::kBFloat16 : torch::kFloat32)
-                                                       : dtype_from_name(a->dtype);
+                                                      : dtype_from_name(a->dtype);
             Model m = Model::random(cfg, torch::kCPU, dt, a->seed);
             save_hf_model(m, a->out, dt, a->tokenizer);
             std::cout << a->out << "\n";
@@ -300,13 +309,20 @@ Runner add_bench_engine(CLI::App& app) {
         std::string lora_compute = "adapter";
     };
     auto a = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
-    cmd->add_option("--model", a->model, "Hugging Face model directory (default: a random --preset model built on the device)");
+    auto* cmd =
+        app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
+    cmd->add_option("--model", a->model,
+                    "Hugging Face model directory (default: a random --preset model built on the device)");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3 (with --preset)")->check(CLI::IsMember({"qwen2", "qwen3"}));
-    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
-    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--new-tokens", a->new_tokens, "New tokens per row")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")
+        ->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")
+        ->delimiter(',')
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens per row")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--new-tokens", a->new_tokens, "New tokens per row")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--repeats", a->repeats, "Timed runs per batch size (median reported)")->check(CLI::Range(1, 100));
     cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto");
     cmd->add_option("--dtype", a->dtype, "float32, bfloat16, float16 or auto");
@@ -335,9 +351,10 @@ Runner add_bench_engine(CLI::App& app) {
             torch::Device dev = device_from_name(a->device);
             torch::ScalarType dt = dtype_from_name(a->dtype, dev);
             auto t0 = std::chrono::steady_clock::now();
-            Model model = a->model.empty()
-                              ? Model::random(ModelConfig::preset(arch_from_name(a->arch), a->preset, 152064), dev, dt, 0)
-                              : Model::load(a->model, dev, dt);
+            Model model =
+                a->model.empty()
+                    ? Model::random(ModelConfig::preset(arch_from_name(a->arch), a->preset, 152064), dev, dt, 0)
+                    : Model::load(a->model, dev, dt);
             double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::cerr << "[bench-engine] model ready in " << load_s << " s\n";
             const int64_t vocab = std::min<int64_t>(model.config().vocab_size, 150000);
@@ -357,9 +374,10 @@ Runner add_bench_engine(CLI::App& app) {
                 PolicyOptimizer opt(params, OptimConfig{});
                 const int64_t B = a->train_batch, T = a->seq_len;
                 auto random_batch = [&] {
-                    return TrainBatch{torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
-                                      torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
-                                      torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
+                    return TrainBatch{
+                        torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
+                        torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
+                        torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
                 };
                 reset_peak_allocated(dev);
                 std::vector<double> secs;
@@ -371,7 +389,8 @@ Runner add_bench_engine(CLI::App& app) {
                     loss = accumulate(model, batch, weighted_nll);
                     opt.step();
                     if (dev.is_cuda()) torch::cuda::synchronize();
-                    if (i > 0) secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+                    if (i > 0)
+                        secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
                 }
                 std::sort(secs.begin(), secs.end());
                 double med = secs[secs.size() / 2];
@@ -386,26 +405,37 @@ Runner add_bench_engine(CLI::App& app) {
                 }
                 int64_t trainable = 0;
                 for (auto& [n, p] : params) trainable += p.numel();
-                json j = {{"mode", "train"}, {"batch", B}, {"seq_len", T}, {"seconds_per_step", med},
-                          {"seconds_min", secs.front()}, {"seconds_max", secs.back()},
-                          {"tokens_per_s", static_cast<double>(B * T) / med}, {"loss", loss},
+                json j = {{"mode", "train"},
+                          {"batch", B},
+                          {"seq_len", T},
+                          {"seconds_per_step", med},
+                          {"seconds_min", secs.front()},
+                          {"seconds_max", secs.back()},
+                          {"tokens_per_s", static_cast<double>(B * T) / med},
+                          {"loss", loss},
                           {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
-                          {"trainable_parameters", trainable}, {"lora_rank", a->full ? 0 : a->lora_rank},
+                          {"trainable_parameters", trainable},
+                          {"lora_rank", a->full ? 0 : a->lora_rank},
                           {"lora_compute", a->lora_compute},
-                          {"recompute", !a->no_recompute}, {"device", dev.str()}, {"timed_steps", secs.size()}};
+                          {"recompute", !a->no_recompute},
+                          {"device", dev.str()},
+                          {"timed_steps", secs.size()}};
                 if (!profile.is_null()) j["profile"] = profile;
-                if (a->as_json) std::cout << j.dump() << std::endl;
-                else std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
-                                 a->full ? "full" : ("LoRA r" + std::to_string(a->lora_rank)).c_str(),
-                                 static_cast<long long>(B), static_cast<long long>(T), med,
-                                 j["tokens_per_s"].get<double>(), j["peak_allocated_gb"].get<double>());
+                if (a->as_json)
+                    std::cout << j.dump() << std::endl;
+                else
+                    std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
+                                a->full ? "full" : ("LoRA r" + std::to_string(a->lora_rank)).c_str(),
+                                static_cast<long long>(B), static_cast<long long>(T), med,
+                                j["tokens_per_s"].get<double>(), j["peak_allocated_gb"].get<double>());
                 return 0;
             }
             for (int64_t B : a->batches) {
                 auto prompts_t = torch::randint(vocab, {B, a->prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
                 std::vector<std::vector<int64_t>> prompts(B);
                 for (int64_t b = 0; b < B; ++b)
-                    prompts[b].assign(prompts_t[b].data_ptr<int64_t>(), prompts_t[b].data_ptr<int64_t>() + a->prompt_len);
+                    prompts[b].assign(prompts_t[b].data_ptr<int64_t>(),
+                                      prompts_t[b].data_ptr<int64_t>() + a->prompt_len);
                 GenerateRequest req;
                 req.prompts = prompts;
                 req.sampling.temperature = 1.0;
@@ -425,19 +455,27 @@ Runner add_bench_engine(CLI::App& app) {
                 std::sort(totals.begin(), totals.end());
                 std::sort(steps_ms.begin(), steps_ms.end());
                 double total = totals[totals.size() / 2];
-                json j = {{"batch", B}, {"prompt_len", a->prompt_len}, {"new_tokens", a->new_tokens},
-                          {"seconds", total}, {"seconds_min", totals.front()}, {"seconds_max", totals.back()},
+                json j = {{"batch", B},
+                          {"prompt_len", a->prompt_len},
+                          {"new_tokens", a->new_tokens},
+                          {"seconds", total},
+                          {"seconds_min", totals.front()},
+                          {"seconds_max", totals.back()},
                           {"tokens_per_s", static_cast<double>(B * a->new_tokens) / total},
-                          {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]}, {"prefill_s", st.prefill_s},
-                          {"device", dev.str()}, {"repeats", a->repeats}, {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
+                          {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]},
+                          {"prefill_s", st.prefill_s},
+                          {"device", dev.str()},
+                          {"repeats", a->repeats},
+                          {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
                 if (a->profile && dev.is_cuda()) j["profile"] = profile_decode(model, prompts, req.sampling);
                 if (a->as_json) {
                     std::cout << j.dump() << std::endl;
                 } else {
-                    std::printf("batch %4lld  prompt %lld  new %lld: %.2f s  %.0f tok/s  %.2f ms/step  (prefill %.3f s)\n",
-                                static_cast<long long>(B), static_cast<long long>(a->prompt_len),
-                                static_cast<long long>(a->new_tokens), total, j["tokens_per_s"].get<double>(),
-                                j["decode_ms_per_step"].get<double>(), st.prefill_s);
+                    std::printf(
+                        "batch %4lld  prompt %lld  new %lld: %.2f s  %.0f tok/s  %.2f ms/step  (prefill %.3f s)\n",
+                        static_cast<long long>(B), static_cast<long long>(a->prompt_len),
+                        static_cast<long long>(a->new_tokens), total, j["tokens_per_s"].get<double>(),
+                        j["decode_ms_per_step"].get<double>(), st.prefill_s);
                     std::fflush(stdout);
                 }
             }

@@ -50,8 +50,10 @@ Runner add_verifier_daemon(CLI::App& app) {
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
         if (3 * a->heartbeat >= a->claim_idle) {
-            std::fprintf(stderr, "kernelzero verifier-daemon: --heartbeat %d is too long for --claim-idle %d "
-                                 "(a live daemon's jobs would be taken over)\n", a->heartbeat, a->claim_idle);
+            std::fprintf(stderr,
+                         "kernelzero verifier-daemon: --heartbeat %d is too long for --claim-idle %d "
+                         "(a live daemon's jobs would be taken over)\n",
+                         a->heartbeat, a->claim_idle);
             return 2;
         }
         DaemonOptions o;
@@ -98,9 +100,9 @@ Runner add_farm(CLI::App& app) {
                 std::cout << s.dump(2) << std::endl;
                 return 0;
             }
-            std::printf("%s  stream %s: %lld queued or in flight, %lld pending\n", s["broker"].get<std::string>().c_str(),
-                        s["stream"].get<std::string>().c_str(), s["queued"].get<long long>(),
-                        s["pending"]["total"].get<long long>());
+            std::printf("%s  stream %s: %lld queued or in flight, %lld pending\n",
+                        s["broker"].get<std::string>().c_str(), s["stream"].get<std::string>().c_str(),
+                        s["queued"].get<long long>(), s["pending"]["total"].get<long long>());
             for (const auto& d : s["daemons"]) {
                 if (!d["alive"].get<bool>()) {
                     std::printf("  %-28s gone (no heartbeat)\n", d["name"].get<std::string>().c_str());

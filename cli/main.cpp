@@ -13,14 +13,12 @@ int main(int argc, char** argv) {
     CLI::App app{"KernelZero: train LLMs to write fast, correct GPU kernels"};
     app.require_subcommand(1);
     auto verify = kz::cli::add_verify(app);
-    std::vector<kz::cli::Runner> engine_cmds = {kz::cli::add_tokenize(app), kz::cli::add_generate(app),
-                                                kz::cli::add_score(app), kz::cli::add_init_model(app),
-                                                kz::cli::add_bench_engine(app), kz::cli::add_tasks(app),
-                                                kz::cli::add_propose(app), kz::cli::add_frontier(app),
-                                                kz::cli::add_bench(app), kz::cli::add_serve(app),
-                                                kz::cli::add_train(app), kz::cli::add_sft(app),
-                                                kz::cli::add_report(app), kz::cli::add_verifier_daemon(app),
-                                                kz::cli::add_farm(app)};
+    std::vector<kz::cli::Runner> engine_cmds = {
+        kz::cli::add_tokenize(app),   kz::cli::add_generate(app),        kz::cli::add_score(app),
+        kz::cli::add_init_model(app), kz::cli::add_bench_engine(app),    kz::cli::add_tasks(app),
+        kz::cli::add_propose(app),    kz::cli::add_frontier(app),        kz::cli::add_bench(app),
+        kz::cli::add_serve(app),      kz::cli::add_train(app),           kz::cli::add_sft(app),
+        kz::cli::add_report(app),     kz::cli::add_verifier_daemon(app), kz::cli::add_farm(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;
@@ -47,9 +45,11 @@ int main(int argc, char** argv) {
         nlohmann::json j = {{"libtorch", t.linked ? t.version : "not linked"},
                             {"cuda_available", t.cuda_available},
                             {"cuda_devices", t.cuda_devices}};
-        if (info_json) std::cout << j.dump() << "\n";
-        else std::cout << "libtorch " << j["libtorch"].get<std::string>() << ", CUDA "
-                       << (t.cuda_available ? std::to_string(t.cuda_devices) + " device(s)" : "not available") << "\n";
+        if (info_json)
+            std::cout << j.dump() << "\n";
+        else
+            std::cout << "libtorch " << j["libtorch"].get<std::string>() << ", CUDA "
+                      << (t.cuda_available ? std::to_string(t.cuda_devices) + " device(s)" : "not available") << "\n";
         return 0;
     }
     if (results_cmd->parsed()) {

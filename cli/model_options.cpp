@@ -19,5 +19,4 @@ Model load_model(const ModelArgs& a) {
     return m;
 }
 
-
 }  // namespace kz::cli

@@ -47,7 +47,8 @@ Runner add_tasks(CLI::App& app) {
         bool compile = false, as_json = false;
     };
     auto a = std::make_shared<Args>();
-    auto* tasks = app.add_subcommand("tasks", "Task modules: validate, and the task store (list, show, stats, export, import)");
+    auto* tasks =
+        app.add_subcommand("tasks", "Task modules: validate, and the task store (list, show, stats, export, import)");
     tasks->require_subcommand(1);
     auto store_cmds = add_tasks_store(*tasks);
     auto* val = tasks->add_subcommand("validate", "Validate a task module, every check by name");
@@ -55,10 +56,12 @@ Runner add_tasks(CLI::App& app) {
     val->add_option("--apis", a->apis, "Comma-separated catalog APIs the module must use")->delimiter(',');
     val->add_option("--device", a->device, "cpu, cuda or cuda:N");
     val->add_option("--max-runtime-ms", a->max_runtime_ms, "Upper end of the runtime band")->check(CLI::PositiveNumber);
-    val->add_option("--min-runtime-ms", a->min_runtime_ms, "Lower end of the runtime band")->check(CLI::NonNegativeNumber);
+    val->add_option("--min-runtime-ms", a->min_runtime_ms, "Lower end of the runtime band")
+        ->check(CLI::NonNegativeNumber);
     val->add_option("--max-memory-mb", a->max_memory_mb, "Upper end of the memory band")->check(CLI::PositiveNumber);
-    val->add_flag("--compile", a->compile, "Also run torch.compile (check \"compile\"; always on a GPU, where "
-                                           "compiling is fast enough to be routine)");
+    val->add_flag("--compile", a->compile,
+                  "Also run torch.compile (check \"compile\"; always on a GPU, where "
+                  "compiling is fast enough to be routine)");
     val->add_option("--catalog", a->catalog, "API catalog (default: the repository's tasks/api_catalog.json)");
     val->add_flag("--json", a->as_json, "Last line: {\"valid\", \"checks\", \"reason\", ...}");
     return [=]() -> int {
@@ -75,7 +78,8 @@ Runner add_tasks(CLI::App& app) {
             ApiCatalog catalog = ApiCatalog::load(a->catalog.empty() ? ApiCatalog::default_path() : a->catalog);
             ValidationOptions o;
             o.device = a->device;
-            o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms, o.max_memory_mb = a->max_memory_mb;
+            o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms,
+            o.max_memory_mb = a->max_memory_mb;
             o.compile = a->compile || a->device.rfind("cuda", 0) == 0;
             TaskValidator validator(catalog, o);
             TaskValidation v = validator.validate(source, a->apis);
@@ -115,7 +119,8 @@ Runner add_tasks_store(CLI::App& tasks) {
     with_store(show);
     show->add_option("id", a->id, "Task id")->required();
     show->add_flag("--json", a->as_json, "JSON");
-    auto* stats = tasks.add_subcommand("stats", "Counts by origin and validity, distinct normalised hashes, API coverage");
+    auto* stats =
+        tasks.add_subcommand("stats", "Counts by origin and validity, distinct normalised hashes, API coverage");
     with_store(stats);
     stats->add_flag("--json", a->as_json, "JSON");
     auto* exp = tasks.add_subcommand("export", "Write tasks as a KernelBench-format directory");
@@ -135,15 +140,22 @@ Runner add_tasks_store(CLI::App& tasks) {
             if (list->parsed()) {
                 for (const auto& t : store.tasks(a->valid_only, a->limit)) {
                     if (a->as_json) {
-                        std::cout << nlohmann::json{{"id", t.id}, {"apis", t.apis}, {"level", t.level}, {"origin", t.origin},
-                                                    {"valid", t.valid}, {"reason", t.reason}, {"eager_ms", t.eager_ms ? nlohmann::json(*t.eager_ms) : nlohmann::json()}}
+                        std::cout << nlohmann::json{{"id", t.id},
+                                                    {"apis", t.apis},
+                                                    {"level", t.level},
+                                                    {"origin", t.origin},
+                                                    {"valid", t.valid},
+                                                    {"reason", t.reason},
+                                                    {"eager_ms",
+                                                     t.eager_ms ? nlohmann::json(*t.eager_ms) : nlohmann::json()}}
                                          .dump()
                                   << "\n";
                     } else {
                         std::string apis;
                         for (const auto& x : t.apis) apis += (apis.empty() ? "" : ",") + x;
-                        std::printf("%6lld  %-7s  L%d  %-12s  %s%s\n", static_cast<long long>(t.id), t.valid ? "valid" : "invalid",
-                                    t.level, t.origin.c_str(), apis.c_str(), t.valid ? "" : ("  (" + t.reason.substr(0, 80) + ")").c_str());
+                        std::printf("%6lld  %-7s  L%d  %-12s  %s%s\n", static_cast<long long>(t.id),
+                                    t.valid ? "valid" : "invalid", t.level, t.origin.c_str(), apis.c_str(),
+                                    t.valid ? "" : ("  (" + t.reason.substr(0, 80) + ")").c_str());
                     }
                 }
                 return 0;
@@ -152,8 +164,10 @@ Runner add_tasks_store(CLI::App& tasks) {
                 auto t = store.task(a->id);
                 if (!t) return usage("no task " + std::to_string(a->id) + " in " + a->store);
                 if (a->as_json)
-                    std::cout << nlohmann::json{{"id", t->id}, {"apis", t->apis}, {"level", t->level}, {"origin", t->origin},
-                                                {"valid", t->valid}, {"validation", t->validation}, {"source", t->source}}
+                    std::cout << nlohmann::json{{"id", t->id},        {"apis", t->apis},
+                                                {"level", t->level},  {"origin", t->origin},
+                                                {"valid", t->valid},  {"validation", t->validation},
+                                                {"source", t->source}}
                                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                               << "\n";
                 else
@@ -163,8 +177,10 @@ Runner add_tasks_store(CLI::App& tasks) {
             }
             if (stats->parsed()) {
                 auto s = store.stats().to_json();
-                if (a->as_json) std::cout << s.dump() << "\n";
-                else std::cout << s.dump(2) << "\n";
+                if (a->as_json)
+                    std::cout << s.dump() << "\n";
+                else
+                    std::cout << s.dump(2) << "\n";
                 return 0;
             }
             if (exp->parsed()) {
@@ -184,7 +200,8 @@ Runner add_tasks_store(CLI::App& tasks) {
                 for (const auto& e : std::filesystem::directory_iterator(a->dir))
                     if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
                 std::sort(files.begin(), files.end());
-                std::string origin = a->origin.empty() ? "import:" + std::filesystem::path(a->dir).filename().string() : a->origin;
+                std::string origin =
+                    a->origin.empty() ? "import:" + std::filesystem::path(a->dir).filename().string() : a->origin;
                 ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
                 PipelineOptions po;
                 po.validation.device = a->device;
@@ -222,15 +239,18 @@ Runner add_propose(CLI::App& app) {
         double max_runtime_ms = 1000;
     };
     auto a = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("propose", "Generate task modules (symbolic generator or LLM Proposer), validate and store them");
+    auto* cmd = app.add_subcommand(
+        "propose", "Generate task modules (symbolic generator or LLM Proposer), validate and store them");
     auto* sym = cmd->add_flag("--symbolic", a->symbolic, "Compose tasks with the symbolic generator");
     auto* mdl = cmd->add_option("--model", a->model, "Propose with an LLM (Hugging Face model directory)");
     sym->excludes(mdl);
     cmd->add_option("--model-device", a->model_device, "Device of the LLM: cpu, cuda or auto");
-    cmd->add_option("--max-new-tokens", a->max_new_tokens, "LLM: most tokens per proposal")->check(CLI::Range(int64_t{1}, int64_t{32768}));
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "LLM: most tokens per proposal")
+        ->check(CLI::Range(int64_t{1}, int64_t{32768}));
     cmd->add_option("--temperature", a->temperature, "LLM sampling temperature")->check(CLI::NonNegativeNumber);
     cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)")->delimiter(',');
-    cmd->add_flag("--from-frontier", a->from_frontier, "Draw API sets from the store's frontier statistics (Thompson sampling)");
+    cmd->add_flag("--from-frontier", a->from_frontier,
+                  "Draw API sets from the store's frontier statistics (Thompson sampling)");
     cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));
     cmd->add_option("--n", a->n, "Proposals")->check(CLI::Range(1, 1000000));
     cmd->add_option("--store", a->store, "Task store (SQLite)")->required();
@@ -307,16 +327,24 @@ Runner add_propose(CLI::App& app) {
                     GeneratedTask g = generate_task(catalog, set, sizes, rng);
                     t = pipe.submit(g.source, g.apis, set.level, "symbolic");
                 }
-                if (t.valid) ++valid;
-                else failed[t.reason.substr(0, t.reason.find(':'))] += 1;
+                if (t.valid)
+                    ++valid;
+                else
+                    failed[t.reason.substr(0, t.reason.find(':'))] += 1;
                 if (!a->as_json)
-                    std::printf("%4d  task %lld  %s  %s\n", i + 1, static_cast<long long>(t.id), t.valid ? "valid  " : "invalid",
-                                t.valid ? "" : t.reason.substr(0, 100).c_str());
+                    std::printf("%4d  task %lld  %s  %s\n", i + 1, static_cast<long long>(t.id),
+                                t.valid ? "valid  " : "invalid", t.valid ? "" : t.reason.substr(0, 100).c_str());
             }
-            nlohmann::json summary = {{"proposed", a->n}, {"valid", valid}, {"failed_checks", failed},
-                                      {"store", a->store}, {"stats", store.stats().to_json()}};
-            if (a->as_json) std::cout << summary.dump() << "\n";
-            else std::cout << "proposed " << a->n << ", valid " << valid << ", failures by check " << nlohmann::json(failed).dump() << "\n";
+            nlohmann::json summary = {{"proposed", a->n},
+                                      {"valid", valid},
+                                      {"failed_checks", failed},
+                                      {"store", a->store},
+                                      {"stats", store.stats().to_json()}};
+            if (a->as_json)
+                std::cout << summary.dump() << "\n";
+            else
+                std::cout << "proposed " << a->n << ", valid " << valid << ", failures by check "
+                          << nlohmann::json(failed).dump() << "\n";
             return 0;
         } catch (const std::exception& e) {
             return usage(e.what());
@@ -344,9 +372,11 @@ Runner add_frontier(CLI::App& app) {
                 std::printf("%-28s %8.3f %8.2f %8.2f %8.1f\n", k.c_str(), v.mean(), v.alpha, v.beta, v.seen);
             // The same map as a picture: one bar per API, green inside the frontier band.
             const int bar_h = 16, left = 200, width = 400, h = 30 + bar_h * static_cast<int>(rows.size());
-            std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(left + width + 60) +
-                              "' height='" + std::to_string(h) + "' font-family='monospace' font-size='11'>\n"
-                              "<text x='4' y='14'>Coder pass@1 per API (Beta posterior mean; band 0.2-0.8 in green)</text>\n";
+            std::string svg =
+                "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(left + width + 60) + "' height='" +
+                std::to_string(h) +
+                "' font-family='monospace' font-size='11'>\n"
+                "<text x='4' y='14'>Coder pass@1 per API (Beta posterior mean; band 0.2-0.8 in green)</text>\n";
             for (size_t i = 0; i < rows.size(); ++i) {
                 const auto& [k, v] = rows[i];
                 int y = 24 + bar_h * static_cast<int>(i);
@@ -355,8 +385,8 @@ Runner add_frontier(CLI::App& app) {
                               "<text x='4' y='%d'>%s</text><rect x='%d' y='%d' width='%d' height='%d' fill='%s'/>"
                               "<text x='%d' y='%d'>%.2f</text>\n",
                               y + 12, k.c_str(), left, y + 2, static_cast<int>(width * v.mean()), bar_h - 4,
-                              in_frontier_band(v.mean()) ? "#3a3" : "#aaa", left + static_cast<int>(width * v.mean()) + 4,
-                              y + 12, v.mean());
+                              in_frontier_band(v.mean()) ? "#3a3" : "#aaa",
+                              left + static_cast<int>(width * v.mean()) + 4, y + 12, v.mean());
                 svg += buf;
             }
             svg += "</svg>\n";

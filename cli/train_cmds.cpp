@@ -38,10 +38,12 @@ Runner add_train(CLI::App& app) {
                     "Data-parallel ranks on this machine, one per GPU (or CPU process); torchrun-style "
                     "variables (RANK, WORLD_SIZE, ...) launch ranks from elsewhere")
         ->check(CLI::Range(1, 64));
-    cmd->add_flag("--print-config", a->print_config, "Print the preset's TOML (or the resolved configuration) and exit");
+    cmd->add_flag("--print-config", a->print_config,
+                  "Print the preset's TOML (or the resolved configuration) and exit");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
-        if (a->config.empty() == a->preset.empty()) return usage_error("train", "give one of --config FILE or --preset NAME");
+        if (a->config.empty() == a->preset.empty())
+            return usage_error("train", "give one of --config FILE or --preset NAME");
         try {
             if (a->print_config && !a->preset.empty()) {
                 std::cout << train_preset_toml(a->preset);
@@ -60,10 +62,13 @@ Runner add_train(CLI::App& app) {
             catch_stop_signals();
             if (a->nproc > 1) {
                 if (std::getenv("WORLD_SIZE"))
-                    return usage_error("train", "--nproc-per-node with WORLD_SIZE already set: this process is a launched rank");
+                    return usage_error("train",
+                                       "--nproc-per-node with WORLD_SIZE already set: this process is a launched rank");
                 std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "train"};
-                if (!a->config.empty()) argv.insert(argv.end(), {"--config", a->config});
-                else argv.insert(argv.end(), {"--preset", a->preset});
+                if (!a->config.empty())
+                    argv.insert(argv.end(), {"--config", a->config});
+                else
+                    argv.insert(argv.end(), {"--preset", a->preset});
                 argv.insert(argv.end(), {"--out", o.out_dir});
                 if (a->resume) argv.push_back("--resume");
                 if (a->iterations) argv.insert(argv.end(), {"--iterations", std::to_string(*a->iterations)});
@@ -97,7 +102,8 @@ Runner add_sft(CLI::App& app) {
         std::optional<int> epochs;
     };
     auto a = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("sft", "Supervised fine-tuning of the Coder on (prompt, completion) JSONL (design 6.6)");
+    auto* cmd =
+        app.add_subcommand("sft", "Supervised fine-tuning of the Coder on (prompt, completion) JSONL (design 6.6)");
     cmd->add_option("--config", a->config, "TOML configuration: [coder], device, seed and [sft]")->required();
     cmd->add_option("--data", a->data, "Overrides sft.data");
     cmd->add_option("--out", a->out, "Overrides sft.out");

@@ -22,7 +22,8 @@ struct VerifyArgs {
     int trials = kVerifyDefaults.trials, timing_iters = 0, warmup = kVerifyDefaults.warmup, workers = 0,
         compile_workers = 0, in_flight = 0, spares = kVerifyDefaults.spare_children;
     double timeout = kVerifyDefaults.timeout_s, compile_timeout = kVerifyDefaults.compile_timeout_s,
-           atol = kVerifyDefaults.atol, rtol = kVerifyDefaults.rtol, min_kernel_share = kVerifyDefaults.min_kernel_share;
+           atol = kVerifyDefaults.atol, rtol = kVerifyDefaults.rtol,
+           min_kernel_share = kVerifyDefaults.min_kernel_share;
     bool json = false, no_progress = false;
 };
 
@@ -34,8 +35,8 @@ void print_human(const Verdict& v) {
     if (v.max_abs_err) std::printf(" (max abs err %.3g, max rel err %.3g)", *v.max_abs_err, v.max_rel_err.value_or(0));
     std::printf("\n");
     if (v.runtime_ms)
-        std::printf("runtime:  median %.4f ms (min %.4f, max %.4f, n %d) [%s]\n", v.runtime_ms->median, v.runtime_ms->min,
-                    v.runtime_ms->max, v.runtime_ms->n, v.timing_source.c_str());
+        std::printf("runtime:  median %.4f ms (min %.4f, max %.4f, n %d) [%s]\n", v.runtime_ms->median,
+                    v.runtime_ms->min, v.runtime_ms->max, v.runtime_ms->n, v.timing_source.c_str());
     if (v.ref_eager_ms) {
         std::printf("baseline: eager %.4f ms", *v.ref_eager_ms);
         if (v.ref_compile_ms) std::printf(", torch.compile %.4f ms", *v.ref_compile_ms);
@@ -44,8 +45,8 @@ void print_human(const Verdict& v) {
         std::printf("\n");
     }
     if (v.custom_kernel_time_fraction)
-        std::printf("kernels:  %.0f%% of %s time in the candidate's own kernels\n", *v.custom_kernel_time_fraction * 100,
-                    v.device.rfind("cpu", 0) == 0 ? "forward" : "GPU");
+        std::printf("kernels:  %.0f%% of %s time in the candidate's own kernels\n",
+                    *v.custom_kernel_time_fraction * 100, v.device.rfind("cpu", 0) == 0 ? "forward" : "GPU");
     std::string fails;
     for (auto& [k, s] : v.checks)
         if (s == "fail") fails += " " + k;
@@ -65,8 +66,9 @@ Runner add_verify(CLI::App& app) {
     cmd->add_option("--backend", a->backend, "cuda or triton")->check(CLI::IsMember({"cuda", "triton"}));
     cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto (cuda when a GPU is visible)");
     cmd->add_option("--trials", a->trials, "Correctness trials with fresh inputs")->check(CLI::Range(1, 1000));
-    cmd->add_option("--timing-iters", a->timing_iters,
-                    "Timed iterations (default 100 on CUDA, 10 on the CPU interpreter, whose timings are only indicative)")
+    cmd->add_option(
+           "--timing-iters", a->timing_iters,
+           "Timed iterations (default 100 on CUDA, 10 on the CPU interpreter, whose timings are only indicative)")
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->check(CLI::Range(0, 10000));
     cmd->add_option("--policy", a->policy, "strict: torch compute in forward is rejected; lenient: reported")
@@ -176,7 +178,8 @@ Runner add_verify(CLI::App& app) {
                 return 130;
             }
             print_human(v);
-            if (a->json) std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+            if (a->json)
+                std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
             return 0;
         }
         // Lanes counted by the verifier itself (auto) are known once it started.
@@ -195,8 +198,11 @@ Runner add_verify(CLI::App& app) {
         std::printf("verified %d of %d jobs (%d already in %s)%s%s\n", s.done, s.total, s.skipped, a->out.c_str(),
                     counts.c_str(), s.interrupted ? "; interrupted, re-run to finish" : "");
         if (a->json) {
-            nlohmann::json j = {{"done", s.done}, {"total", s.total}, {"skipped", s.skipped},
-                                {"interrupted", s.interrupted}, {"by_status", s.by_status}};
+            nlohmann::json j = {{"done", s.done},
+                                {"total", s.total},
+                                {"skipped", s.skipped},
+                                {"interrupted", s.interrupted},
+                                {"by_status", s.by_status}};
             std::cout << j.dump() << std::endl;
         }
         return s.interrupted ? 130 : 0;

@@ -132,7 +132,8 @@ std::string make_temp_dir(const std::string& parent, const std::string& prefix) 
     std::string tmpl = (fs::path(parent) / (prefix + "XXXXXX")).string();
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) throw std::runtime_error("cannot create a directory in " + parent + ": " + strerror(errno));
+    if (!::mkdtemp(buf.data()))
+        throw std::runtime_error("cannot create a directory in " + parent + ": " + strerror(errno));
     return std::string(buf.data());
 }
 
@@ -145,8 +146,10 @@ std::vector<nlohmann::json> read_json_lines(const std::string& path, int* skippe
         std::string line;
         while (std::getline(f, line)) {
             auto j = nlohmann::json::parse(line, nullptr, false);
-            if (j.is_object()) out.push_back(std::move(j));
-            else ++bad;
+            if (j.is_object())
+                out.push_back(std::move(j));
+            else
+                ++bad;
         }
     }
     if (skipped) *skipped = bad;

@@ -37,8 +37,9 @@ IoStatus wait_fd(int fd, short events, Clock::time_point deadline) {
 
 std::string describe_wait_status(int status) {
     if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                    strsignal(WTERMSIG(status)) + ")";
+    if (WIFSIGNALED(status))
+        return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               strsignal(WTERMSIG(status)) + ")";
     return "stopped";
 }
 
@@ -110,7 +111,9 @@ Process::Process(const SpawnOptions& opts) {
     out_fd_ = out_pipe[0];
     int child_errno = 0;
     ssize_t n;
-    do { n = ::read(exec_err[0], &child_errno, sizeof child_errno); } while (n < 0 && errno == EINTR);
+    do {
+        n = ::read(exec_err[0], &child_errno, sizeof child_errno);
+    } while (n < 0 && errno == EINTR);
     ::close(exec_err[0]);
     if (n == sizeof child_errno) {
         reap(true);
@@ -181,7 +184,9 @@ void Process::reap(bool block) {
     if (reaped_ || pid_ <= 0) return;
     int status = 0;
     pid_t r;
-    do { r = ::waitpid(pid_, &status, block ? 0 : WNOHANG); } while (r < 0 && errno == EINTR);
+    do {
+        r = ::waitpid(pid_, &status, block ? 0 : WNOHANG);
+    } while (r < 0 && errno == EINTR);
     if (r == pid_) {
         reaped_ = true;
         exit_description_ = describe_wait_status(status);

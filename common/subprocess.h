@@ -16,12 +16,12 @@ namespace kz {
 using Clock = std::chrono::steady_clock;
 
 struct SpawnOptions {
-    std::vector<std::string> argv;                // argv[0] is looked up on PATH
-    std::map<std::string, std::string> env_set;   // added to (or overriding) the parent's environment
+    std::vector<std::string> argv;               // argv[0] is looked up on PATH
+    std::map<std::string, std::string> env_set;  // added to (or overriding) the parent's environment
     std::vector<std::string> env_unset;
-    std::string stderr_path;                      // appended to; empty: inherit the parent's stderr
+    std::string stderr_path;  // appended to; empty: inherit the parent's stderr
     std::string cwd;
-    bool inherit_stdout = false;                  // the child writes to the parent's stdout (no pipe)
+    bool inherit_stdout = false;  // the child writes to the parent's stdout (no pipe)
     // The child gets SIGKILL when the spawning thread's process dies (prctl PR_SET_PDEATHSIG): for
     // children spawned from the main thread that must not outlive a killed parent (a launcher's ranks).
     bool die_with_parent = false;

@@ -56,7 +56,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
              "\" (supported: Qwen2ForCausalLM, Qwen3ForCausalLM)");
     }
     auto need_int = [&](const char* key) -> int64_t {
-        if (!j.contains(key) || !j[key].is_number_integer()) fail(std::string("missing or non-integer field \"") + key + "\"");
+        if (!j.contains(key) || !j[key].is_number_integer())
+            fail(std::string("missing or non-integer field \"") + key + "\"");
         int64_t v = j[key].get<int64_t>();
         if (v <= 0) fail(std::string("field \"") + key + "\" must be positive");
         return v;
@@ -67,7 +68,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
     c.num_layers = need_int("num_hidden_layers");
     c.num_heads = need_int("num_attention_heads");
     c.num_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                         ? need_int("num_key_value_heads") : c.num_heads;
+                         ? need_int("num_key_value_heads")
+                         : c.num_heads;
     if (j.contains("head_dim") && !j["head_dim"].is_null()) {
         c.head_dim = need_int("head_dim");
     } else {
@@ -80,26 +82,32 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
     c.max_position_embeddings = j.value("max_position_embeddings", int64_t{32768});
     c.tie_word_embeddings = j.value("tie_word_embeddings", false);
     c.initializer_range = j.value("initializer_range", 0.02);
-    if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"];
-    else if (j.contains("dtype") && j["dtype"].is_string()) c.torch_dtype = j["dtype"];
-    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int64_t>();
+    if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
+        c.torch_dtype = j["torch_dtype"];
+    else if (j.contains("dtype") && j["dtype"].is_string())
+        c.torch_dtype = j["dtype"];
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+        c.bos_token_id = j["bos_token_id"].get<int64_t>();
     if (j.contains("eos_token_id")) c.eos_token_ids = id_list(j["eos_token_id"]);
     if (c.arch == Arch::qwen2) {
         c.qkv_bias = true;
         c.o_bias = false;
         c.qk_norm = false;
-        if (j.value("use_sliding_window", false)) fail("sliding-window attention (use_sliding_window) is not supported");
+        if (j.value("use_sliding_window", false))
+            fail("sliding-window attention (use_sliding_window) is not supported");
     } else {
         bool bias = j.value("attention_bias", false);
         c.qkv_bias = c.o_bias = bias;
         c.qk_norm = true;
-        if (j.value("use_sliding_window", false)) fail("sliding-window attention (use_sliding_window) is not supported");
+        if (j.value("use_sliding_window", false))
+            fail("sliding-window attention (use_sliding_window) is not supported");
     }
     // RoPE: transformers 4.x writes rope_theta (+ rope_scaling); 5.x writes rope_parameters.
     std::string rope_type = "default";
     if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
         const json& rp = j["rope_parameters"];
-        if (!rp.contains("rope_theta") || !rp["rope_theta"].is_number()) fail("rope_parameters has no numeric rope_theta");
+        if (!rp.contains("rope_theta") || !rp["rope_theta"].is_number())
+            fail("rope_parameters has no numeric rope_theta");
         c.rope_theta = rp["rope_theta"].get<double>();
         rope_type = rp.value("rope_type", rp.value("type", std::string("default")));
     } else {
@@ -142,8 +150,10 @@ json ModelConfig::to_json() const {
               {"torch_dtype", torch_dtype}};
     if (arch == Arch::qwen3) j["attention_bias"] = qkv_bias;
     if (bos_token_id) j["bos_token_id"] = *bos_token_id;
-    if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
-    else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
+    if (eos_token_ids.size() == 1)
+        j["eos_token_id"] = eos_token_ids[0];
+    else if (!eos_token_ids.empty())
+        j["eos_token_id"] = eos_token_ids;
     return j;
 }
 

@@ -21,14 +21,14 @@ struct ModelConfig {
     int64_t num_layers = 0;
     int64_t num_heads = 0;
     int64_t num_kv_heads = 0;
-    int64_t head_dim = 0;              // hidden_size / num_heads unless given (Qwen3 gives it)
+    int64_t head_dim = 0;  // hidden_size / num_heads unless given (Qwen3 gives it)
     double rms_norm_eps = 1e-6;
     double rope_theta = 10000.0;
     int64_t max_position_embeddings = 32768;
     bool tie_word_embeddings = false;
-    bool qkv_bias = true;              // Qwen2: q/k/v biases; Qwen3: attention_bias (q/k/v/o)
+    bool qkv_bias = true;  // Qwen2: q/k/v biases; Qwen3: attention_bias (q/k/v/o)
     bool o_bias = false;
-    bool qk_norm = false;              // Qwen3: RMSNorm over head_dim on q and k
+    bool qk_norm = false;  // Qwen3: RMSNorm over head_dim on q and k
     double initializer_range = 0.02;
     std::string torch_dtype = "bfloat16";
     std::optional<int64_t> bos_token_id;

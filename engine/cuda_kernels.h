@@ -33,7 +33,8 @@ void rope_qkv_to_cache(Half dtype, const void* qkv, const void* bias, const int6
 // out (N, I) = silu(gu[:, :I]) * gu[:, I:], gu (N, 2I), rounded after each op as transformers does.
 void silu_mul(Half dtype, const void* gu, void* out, int64_t N, int64_t I, cudaStream_t stream);
 // Its gradient: dgu (N, 2I) from grad (N, I) and gu, rounded where ATen's mul and silu_backward round.
-void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, int64_t N, int64_t I, cudaStream_t stream);
+void silu_mul_backward(Half dtype, const void* grad, const void* gu, void* dgu, int64_t N, int64_t I,
+                       cudaStream_t stream);
 
 // One decode step's attention over the cache, split over key chunks (flash-decoding). q (B, H, D);
 // cache (B, S, 2G, D); row b attends slots 0..lens[b], in `splits` key chunks
@@ -48,7 +49,8 @@ bool decode_attention_supported(int64_t H, int64_t G, int64_t D);
 // `out` itself; with more it writes `partial` and a combine pass writes `out`.
 int64_t decode_attention_splits(int64_t B, int64_t G, int64_t S);
 void decode_attention(Half dtype, const void* q, const void* cache, const int64_t* lens, float* partial, int64_t splits,
-                      void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale, cudaStream_t stream);
+                      void* out, int64_t B, int64_t H, int64_t G, int64_t D, int64_t S, float scale,
+                      cudaStream_t stream);
 
 // One token per row of logits (rows, V), drawn from softmax(logits / temperature) (temperature > 0)
 // by the exponential race: the argmax over v of logits[v] / temperature - log(E_v), E_v ~ Exp(1)
@@ -62,7 +64,8 @@ void decode_attention(Half dtype, const void* q, const void* cache, const int64_
 // 2048 logits); `partial` holds 4 * rows * chunks floats. A row with no finite logit gets token 0
 // and a NaN log-probability.
 int64_t sample_chunks(int64_t rows, int64_t V);
-void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed, uint64_t offset,
-                 int64_t chunks, float* partial, int64_t* tokens, float* logprobs, cudaStream_t stream);
+void sample_rows(Half dtype, const void* logits, int64_t rows, int64_t V, float temperature, uint64_t seed,
+                 uint64_t offset, int64_t chunks, float* partial, int64_t* tokens, float* logprobs,
+                 cudaStream_t stream);
 
 }  // namespace kz::cuda

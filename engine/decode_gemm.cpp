@@ -67,8 +67,8 @@ using PlanKey = std::tuple<int, Half, int64_t, int64_t, int64_t>;  // device, dt
 
 struct State {
     std::mutex mu;
-    std::map<int, cublasLtHandle_t> handles;                           // per device
-    std::map<std::pair<int, cudaStream_t>, void*> workspaces;          // per device and stream
+    std::map<int, cublasLtHandle_t> handles;                   // per device
+    std::map<std::pair<int, cudaStream_t>, void*> workspaces;  // per device and stream
     std::map<PlanKey, std::unique_ptr<Plan>> plans;
 };
 
@@ -85,14 +85,19 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t lt, Half dtype, int64_t M, int6
     const cublasOperation_t transpose = CUBLAS_OP_T, plain = CUBLAS_OP_N;
     check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
              "setting TRANSA");
-    check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain), "setting TRANSB");
-    check_lt(cublasLtMatrixLayoutCreate(&p->w, type, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K), "weight layout");
-    check_lt(cublasLtMatrixLayoutCreate(&p->x, type, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K), "input layout");
-    check_lt(cublasLtMatrixLayoutCreate(&p->y, type, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N), "output layout");
+    check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain),
+             "setting TRANSB");
+    check_lt(cublasLtMatrixLayoutCreate(&p->w, type, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K),
+             "weight layout");
+    check_lt(cublasLtMatrixLayoutCreate(&p->x, type, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K),
+             "input layout");
+    check_lt(cublasLtMatrixLayoutCreate(&p->y, type, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N),
+             "output layout");
     cublasLtMatmulPreference_t pref = nullptr;
     check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const size_t ws = kWorkspaceBytes;
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasStatus_t s =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     std::vector<cublasLtMatmulHeuristicResult_t> found(kCandidates);
     int count = 0;
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -100,15 +105,16 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t lt, Half dtype, int64_t M, int6
     cublasLtMatmulPreferenceDestroy(pref);
     check_lt(s, "cublasLtMatmulAlgoGetHeuristic");
     for (int i = 0; i < count; ++i)
-        if (found[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(found[static_cast<size_t>(i)]);
+        if (found[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+            p->candidates.push_back(found[static_cast<size_t>(i)]);
     if (p->candidates.empty())
         throw std::runtime_error("decode_gemm: cuBLASLt has no algorithm for M " + std::to_string(M) + ", N " +
                                  std::to_string(N) + ", K " + std::to_string(K));
     return p;
 }
 
-cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, size_t candidate, const void* x, const void* w, void* y, void* ws,
-                   cudaStream_t stream) {
+cublasStatus_t run(cublasLtHandle_t lt, const Plan& p, size_t candidate, const void* x, const void* w, void* y,
+                   void* ws, cudaStream_t stream) {
     const float alpha = 1.f, beta = 0.f;
     return cublasLtMatmul(lt, p.op, &alpha, w, p.w, x, p.x, &beta, y, p.y, y, p.y, &p.candidates[candidate].algo, ws,
                           kWorkspaceBytes, stream);
@@ -125,7 +131,9 @@ size_t choose_by_timing(cublasLtHandle_t lt, const Plan& p, const void* x, const
     const size_t weight_bytes = static_cast<size_t>(N) * static_cast<size_t>(K) * 2;
     int l2 = 0;
     check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
-    size_t copies = weight_bytes >= 2 * static_cast<size_t>(l2) ? 1 : std::min<size_t>(64, 2 * static_cast<size_t>(l2) / weight_bytes + 2);
+    size_t copies = weight_bytes >= 2 * static_cast<size_t>(l2)
+                        ? 1
+                        : std::min<size_t>(64, 2 * static_cast<size_t>(l2) / weight_bytes + 2);
     void* scratch = nullptr;
     if (copies > 1) {
         if (cudaMalloc(&scratch, copies * weight_bytes) != cudaSuccess) {
@@ -147,7 +155,8 @@ size_t choose_by_timing(cublasLtHandle_t lt, const Plan& p, const void* x, const
     const size_t reps = std::max<size_t>(20, 2 * copies);
     std::vector<float> best_ms(p.candidates.size(), -1.f);  // -1: the candidate does not run here
     for (size_t c = 0; c < p.candidates.size(); ++c)
-        if (p.candidates[c].workspaceSize <= kWorkspaceBytes && run(lt, p, c, x, weight(0), y, ws, stream) == CUBLAS_STATUS_SUCCESS)
+        if (p.candidates[c].workspaceSize <= kWorkspaceBytes &&
+            run(lt, p, c, x, weight(0), y, ws, stream) == CUBLAS_STATUS_SUCCESS)
             best_ms[c] = 0.f;
     for (int round = 0; round < kRounds; ++round)
         for (size_t c = 0; c < p.candidates.size(); ++c) {
@@ -179,7 +188,8 @@ size_t decode_gemm_choice(const std::vector<float>& ms) {
     return 0;
 }
 
-void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K,
+                 cudaStream_t stream) {
     if (M <= 0 || N <= 0 || K <= 0)
         throw std::invalid_argument("decode_gemm: empty shape (M " + std::to_string(M) + ", N " + std::to_string(N) +
                                     ", K " + std::to_string(K) + ")");
@@ -196,8 +206,9 @@ void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, i
     if (!ws) {
         // cudaMalloc is not allowed while the stream captures: the eager step before a capture makes it.
         if (in_capture)
-            throw std::logic_error("decode_gemm: the first call on a stream is inside a CUDA graph capture; run the step "
-                                   "once on that stream first");
+            throw std::logic_error(
+                "decode_gemm: the first call on a stream is inside a CUDA graph capture; run the step "
+                "once on that stream first");
         check_cuda(cudaMalloc(&ws, kWorkspaceBytes), "cudaMalloc of the workspace");
     }
     auto& plan = st.plans[PlanKey{device, dtype, M, N, K}];

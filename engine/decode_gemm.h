@@ -32,6 +32,7 @@ namespace kz::cuda {
 // heuristic's order within 1% of the fastest, so that timing noise rarely changes the choice from
 // one process to the next. 0 when nothing ran.
 size_t decode_gemm_choice(const std::vector<float>& ms);
-void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+void decode_gemm(Half dtype, const void* x, const void* w, void* y, int64_t M, int64_t N, int64_t K,
+                 cudaStream_t stream);
 
 }  // namespace kz::cuda

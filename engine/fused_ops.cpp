@@ -56,7 +56,8 @@ torch::Tensor add_rms_norm_(torch::Tensor& h, const torch::Tensor& x, const torc
     check(h.is_contiguous(), "add_rms_norm_: h must be contiguous");
     const int64_t C = h.size(-1);
     check(norm_supported(C), "add_rms_norm_: C must be a multiple of 8, at most 32768");
-    check(weight.numel() == C && weight.scalar_type() == h.scalar_type(), "add_rms_norm_: weight must be (C) of h's dtype");
+    check(weight.numel() == C && weight.scalar_type() == h.scalar_type(),
+          "add_rms_norm_: weight must be (C) of h's dtype");
     torch::Tensor xc;
     if (x.defined()) {
         check(x.sizes() == h.sizes() && x.scalar_type() == h.scalar_type(), "add_rms_norm_: x must match h");
@@ -72,21 +73,22 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& b
                                 const torch::Tensor& inv_freq, torch::Tensor& cache, int64_t H, int64_t G) {
     check(qkv.dim() == 4 && qkv.size(2) == H + 2 * G, "rope_qkv_to_cache: qkv must be (B, T, H+2G, D)");
     const int64_t B = qkv.size(0), T = qkv.size(1), D = qkv.size(3);
-    check(cache.dim() == 4 && cache.size(0) == B && cache.size(2) == 2 * G && cache.size(3) == D && cache.is_contiguous() &&
-              cache.scalar_type() == qkv.scalar_type(),
+    check(cache.dim() == 4 && cache.size(0) == B && cache.size(2) == 2 * G && cache.size(3) == D &&
+              cache.is_contiguous() && cache.scalar_type() == qkv.scalar_type(),
           "rope_qkv_to_cache: cache must be contiguous (B, S, 2G, D) of qkv's dtype");
     check(positions.sizes() == torch::IntArrayRef({B, T}) && positions.scalar_type() == torch::kInt64,
           "rope_qkv_to_cache: positions must be (B, T) int64");
-    check(inv_freq.numel() == D / 2 && inv_freq.scalar_type() == torch::kFloat32, "rope_qkv_to_cache: inv_freq must be (D/2) fp32");
+    check(inv_freq.numel() == D / 2 && inv_freq.scalar_type() == torch::kFloat32,
+          "rope_qkv_to_cache: inv_freq must be (D/2) fp32");
     check(!bias.defined() || (bias.numel() == (H + 2 * G) * D && bias.scalar_type() == qkv.scalar_type()),
           "rope_qkv_to_cache: bias must be ((H+2G)*D) of qkv's dtype");
     auto src = qkv.contiguous();
     auto pos = positions.contiguous();
     auto bc = bias.defined() ? bias.contiguous() : torch::Tensor();
     auto q = torch::empty({B, T, H, D}, qkv.options());
-    cuda::rope_qkv_to_cache(half_of(qkv), src.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, pos.data_ptr<int64_t>(),
-                            inv_freq.contiguous().data_ptr<float>(), q.data_ptr(), cache.data_ptr(), B * T, T, H, G, D,
-                            cache.size(1), stream_of(qkv));
+    cuda::rope_qkv_to_cache(half_of(qkv), src.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+                            pos.data_ptr<int64_t>(), inv_freq.contiguous().data_ptr<float>(), q.data_ptr(),
+                            cache.data_ptr(), B * T, T, H, G, D, cache.size(1), stream_of(qkv));
     return q;
 }
 
@@ -109,7 +111,8 @@ torch::Tensor silu_mul_backward(const torch::Tensor& grad, const torch::Tensor& 
     auto g = grad.contiguous();
     auto src = gu.contiguous();
     auto out = torch::empty(gu.sizes(), gu.options());
-    cuda::silu_mul_backward(half_of(gu), g.data_ptr(), src.data_ptr(), out.data_ptr(), gu.numel() / (2 * I), I, stream_of(gu));
+    cuda::silu_mul_backward(half_of(gu), g.data_ptr(), src.data_ptr(), out.data_ptr(), gu.numel() / (2 * I), I,
+                            stream_of(gu));
     return out;
 }
 
@@ -118,8 +121,10 @@ bool elementwise_usable(const torch::Tensor& t) {
 }
 
 torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight) {
-    check(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "decode_linear: x must be (..., K), weight (N, K)");
-    check(x.scalar_type() == weight.scalar_type() && x.device() == weight.device(), "decode_linear: x and weight must share dtype and device");
+    check(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1),
+          "decode_linear: x must be (..., K), weight (N, K)");
+    check(x.scalar_type() == weight.scalar_type() && x.device() == weight.device(),
+          "decode_linear: x and weight must share dtype and device");
     const int64_t N = weight.size(0), K = weight.size(1), M = x.numel() / std::max<int64_t>(K, 1);
     auto xc = x.contiguous();
     auto wc = weight.contiguous();
@@ -133,10 +138,12 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight)
     return y;
 }
 
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale) {
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens,
+                               double scale) {
     check(q.dim() == 3 && cache.dim() == 4 && cache.size(0) == q.size(0) && cache.size(3) == q.size(2),
           "decode_attention: q must be (B, H, D) and cache (B, S, 2G, D)");
-    check(cache.is_contiguous() && cache.scalar_type() == q.scalar_type(), "decode_attention: cache must be contiguous, of q's dtype");
+    check(cache.is_contiguous() && cache.scalar_type() == q.scalar_type(),
+          "decode_attention: cache must be contiguous, of q's dtype");
     check(lens.numel() == q.size(0) && lens.scalar_type() == torch::kInt64, "decode_attention: lens must be (B) int64");
     const int64_t B = q.size(0), H = q.size(1), D = q.size(2), S = cache.size(1), G = cache.size(2) / 2;
     check(cuda::decode_attention_supported(H, G, D), "decode_attention: unsupported head layout");
@@ -145,8 +152,9 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cach
     const int64_t splits = cuda::decode_attention_splits(B, G, S);
     auto partial = torch::empty({splits > 1 ? B * H * splits * (D + 2) : 0}, q.options().dtype(torch::kFloat32));
     auto out = torch::empty({B, H, D}, q.options());
-    cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(), partial.data_ptr<float>(), splits,
-                           out.data_ptr(), B, H, G, D, S, static_cast<float>(scale), stream_of(q));
+    cuda::decode_attention(half_of(q), qc.data_ptr(), cache.data_ptr(), lc.data_ptr<int64_t>(),
+                           partial.data_ptr<float>(), splits, out.data_ptr(), B, H, G, D, S, static_cast<float>(scale),
+                           stream_of(q));
     return out;
 }
 

@@ -37,7 +37,8 @@ bool elementwise_usable(const torch::Tensor& t);
 torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight);
 
 // q (B, H, D) over cache (B, S, 2G, D), row b attending slots 0..lens[b] (lens (B) int64): (B, H, D).
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens, double scale);
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& cache, const torch::Tensor& lens,
+                               double scale);
 
 // One token per row of logits (B, V) (bf16 or fp16, on the GPU) drawn from softmax(logits /
 // temperature), temperature > 0, and its log-probability under that softmax, fp32: (tokens (B) int64,

@@ -65,8 +65,8 @@ BatchDecoder::BatchDecoder(const Model& model, const std::vector<std::vector<int
     B_ = static_cast<int64_t>(prompts.size());
     S_ = P_ + max_new_tokens;
     if (S_ > model.config().max_position_embeddings)
-        throw std::runtime_error("prompt (" + std::to_string(P_) + ") + max_new_tokens (" + std::to_string(max_new_tokens) +
-                                 ") exceeds max_position_embeddings (" +
+        throw std::runtime_error("prompt (" + std::to_string(P_) + ") + max_new_tokens (" +
+                                 std::to_string(max_new_tokens) + ") exceeds max_position_embeddings (" +
                                  std::to_string(model.config().max_position_embeddings) + ")");
     std::vector<int64_t> ids(B_ * P_, 0), lens(B_), last(B_);
     for (int64_t b = 0; b < B_; ++b) {
@@ -92,7 +92,7 @@ torch::Tensor BatchDecoder::prefill(bool all_positions) {
     auto positions = torch::arange(P_, ids_.options()).expand({B_, P_});  // (B, P)
     auto hidden = model_.forward(ids_, positions, &cache_);               // (B, P, C)
     next_slot_ = P_;
-    if (all_positions) return model_.logits(hidden);                                    // (B, P, V)
+    if (all_positions) return model_.logits(hidden);                                      // (B, P, V)
     return model_.logits(hidden.view({B_ * P_, hidden.size(2)}).index_select(0, last_));  // (B, V)
 }
 
@@ -176,7 +176,8 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
     return out;
 }
 
-std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& completion) {
+std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt,
+                         const std::vector<int64_t>& completion) {
     if (prompt.empty()) throw std::runtime_error("empty prompt");
     if (completion.empty()) return {};
     check_ids(model, prompt, "the prompt");
@@ -186,13 +187,14 @@ std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt,
     all.insert(all.end(), completion.begin(), completion.end());
     const int64_t T = static_cast<int64_t>(all.size()), P = static_cast<int64_t>(prompt.size());
     if (T > model.config().max_position_embeddings)
-        throw std::runtime_error("prompt + completion (" + std::to_string(T) + " tokens) exceeds max_position_embeddings");
+        throw std::runtime_error("prompt + completion (" + std::to_string(T) +
+                                 " tokens) exceeds max_position_embeddings");
     auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(model.device());
     auto ids = torch::tensor(all, torch::kInt64).to(model.device()).view({1, T});
     auto positions = torch::arange(T, i64).view({1, T});
     auto hidden = model.forward(ids, positions);  // (1, T, C)
     // The token at position i is predicted by the hidden state at i-1.
-    auto h = hidden.slice(1, P - 1, T - 1).reshape({T - P, hidden.size(2)});                       // (n, C)
+    auto h = hidden.slice(1, P - 1, T - 1).reshape({T - P, hidden.size(2)});                              // (n, C)
     auto lp = chunked_logprobs(h, model.lm_head(), ids.slice(1, P, T).reshape({T - P})).to(torch::kCPU);  // (n)
     return std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
 }

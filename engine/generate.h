@@ -16,7 +16,7 @@ namespace kz {
 struct GenerateRequest {
     std::vector<std::vector<int64_t>> prompts;  // token ids, each non-empty
     int64_t max_new_tokens = 256;
-    std::vector<int64_t> stop_ids;             // generation of a row ends after one of these
+    std::vector<int64_t> stop_ids;  // generation of a row ends after one of these
     SamplingParams sampling;
     bool cuda_graph = true;  // replay the decode step as a CUDA graph (GPU only)
 };
@@ -70,7 +70,7 @@ private:
     torch::Tensor tokens_, lens_;        // (B) next tokens; (B) tokens cached per row
     torch::Tensor row_base_;             // (B) b * S, see DecodeSlots
     KVCache cache_;
-    std::unique_ptr<DecodeGraph> graph_;           // GPU only
+    std::unique_ptr<DecodeGraph> graph_;  // GPU only
 };
 
 // Throws std::runtime_error for an empty prompt, an id outside the vocabulary, a prompt + budget
@@ -79,6 +79,7 @@ std::vector<Completion> generate(const Model& model, const GenerateRequest& req,
                                  GenerateStats* stats = nullptr);
 
 // Log-probabilities (fp32, temperature 1) of `completion` given `prompt`, one per completion token.
-std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& completion);
+std::vector<float> score(const Model& model, const std::vector<int64_t>& prompt,
+                         const std::vector<int64_t>& completion);
 
 }  // namespace kz

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kAllLinear = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+const std::vector<std::string> kAllLinear = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                             "gate_proj", "up_proj", "down_proj"};
 const std::string kPeftPrefix = "base_model.model.";
 
 std::string leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
@@ -28,8 +29,10 @@ std::string leaf(const std::string& path) { return path.substr(path.rfind('.') +
 std::set<std::string> targets_of(const LoraConfig& cfg) {
     std::set<std::string> t;
     for (const auto& m : cfg.target_modules) {
-        if (m == "all-linear") t.insert(kAllLinear.begin(), kAllLinear.end());
-        else t.insert(m);
+        if (m == "all-linear")
+            t.insert(kAllLinear.begin(), kAllLinear.end());
+        else
+            t.insert(m);
     }
     return t;
 }
@@ -42,7 +45,8 @@ void LoraConfig::validate() const {
     if (target_modules.empty()) throw std::runtime_error("LoRA needs at least one target module");
     for (const auto& m : target_modules)
         if (m != "all-linear" && std::find(kAllLinear.begin(), kAllLinear.end(), m) == kAllLinear.end())
-            throw std::runtime_error("unknown LoRA target module \"" + m + "\" (q_proj, k_proj, v_proj, o_proj, "
+            throw std::runtime_error("unknown LoRA target module \"" + m +
+                                     "\" (q_proj, k_proj, v_proj, o_proj, "
                                      "gate_proj, up_proj, down_proj, all-linear)");
 }
 
@@ -137,12 +141,14 @@ LoraConfig load_peft_adapter(Model& model, const std::string& dir) {
         if (!is_a && !is_b) throw std::runtime_error(weights + ": tensor " + name + " is not a LoRA A or B weight");
         std::string path = n.substr(0, n.size() - 14);
         auto it = by_path.find(path);
-        if (it == by_path.end()) throw std::runtime_error(weights + ": tensor " + name + " targets no module of the model");
+        if (it == by_path.end())
+            throw std::runtime_error(weights + ": tensor " + name + " targets no module of the model");
         Linear* lin = it->second;
         std::vector<int64_t> want = is_a ? std::vector<int64_t>{cfg.rank, lin->weight.size(1)}
                                          : std::vector<int64_t>{lin->weight.size(0), cfg.rank};
         if (view.shape != want)
-            throw std::runtime_error(weights + ": tensor " + name + " has the wrong shape for rank " + std::to_string(cfg.rank));
+            throw std::runtime_error(weights + ": tensor " + name + " has the wrong shape for rank " +
+                                     std::to_string(cfg.rank));
         if (view.dtype != Dtype::f32 && view.dtype != Dtype::bf16 && view.dtype != Dtype::f16)
             throw std::runtime_error(weights + ": tensor " + name + " is not a float tensor");
         auto t = to_tensor(view, model.device(), cfg.dtype).requires_grad_(true);
@@ -160,7 +166,8 @@ void merge_lora(Model& model) {
     for (auto& [path, lin] : model.linears()) {
         if (!lin->lora_a.defined()) continue;
         auto delta = torch::matmul(lin->lora_b.to(torch::kFloat32), lin->lora_a.to(torch::kFloat32)) * lin->lora_scale;
-        lin->weight.copy_((lin->weight.to(torch::kFloat32) + delta.to(lin->weight.device())).to(lin->weight.scalar_type()));
+        lin->weight.copy_(
+            (lin->weight.to(torch::kFloat32) + delta.to(lin->weight.device())).to(lin->weight.scalar_type()));
         lin->lora_a = lin->lora_b = torch::Tensor();
     }
 }

@@ -18,7 +18,7 @@ struct LoraConfig {
     // gate_proj, up_proj, down_proj; "all-linear" = all seven.
     std::vector<std::string> target_modules = {"all-linear"};
     torch::ScalarType dtype = torch::kFloat32;  // adapter weights (fp32 on a bf16 base, as peft does)
-    void validate() const;                       // throws naming the bad value
+    void validate() const;                      // throws naming the bad value
 };
 
 // Attaches fresh adapters (deterministic for `seed`); replaces any attached before.
@@ -26,8 +26,7 @@ void attach_lora(Model& model, const LoraConfig& cfg, uint64_t seed);
 // The adapters' parameters by peft's names ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight").
 std::vector<std::pair<std::string, torch::Tensor>> lora_parameters(Model& model);
 // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (atomically).
-void save_peft_adapter(Model& model, const LoraConfig& cfg, const std::string& dir,
-                       const std::string& base_model = "");
+void save_peft_adapter(Model& model, const LoraConfig& cfg, const std::string& dir, const std::string& base_model = "");
 // Reads a peft LoRA adapter directory into the model. Throws naming a missing file, an unsupported
 // option (DoRA, rsLoRA, biases, modules_to_save), a tensor of the wrong shape or one for no module.
 LoraConfig load_peft_adapter(Model& model, const std::string& dir);

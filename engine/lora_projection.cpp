@@ -54,20 +54,20 @@ struct LoraProjectionFn : public torch::autograd::Function<LoraProjectionFn> {
     // Undefined tensors go in as empty optionals: autograd records every tensor argument's device.
     using Opt = std::optional<torch::Tensor>;
     static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight, Opt bias, Opt a0, Opt b0,
-                                 Opt a1, Opt b1, Opt a2, Opt b2, std::vector<double> scales, std::vector<int64_t> widths,
-                                 int64_t lora_dtype) {
+                                 Opt a1, Opt b1, Opt a2, Opt b2, std::vector<double> scales,
+                                 std::vector<int64_t> widths, int64_t lora_dtype) {
         const auto dt = static_cast<torch::ScalarType>(lora_dtype);
         const variable_list ab{tensor(a0), tensor(b0), tensor(a1), tensor(b1), tensor(a2), tensor(b2)};
         const int64_t C = x.size(-1);
-        auto x2 = x.reshape({-1, C});                                      // (N, C)
+        auto x2 = x.reshape({-1, C});                                     // (N, C)
         auto y = torch::nn::functional::linear(x, weight, tensor(bias));  // (..., O): returned as is, not a view
-        auto y2 = y.view({-1, weight.size(0)});                            // (N, O)
+        auto y2 = y.view({-1, weight.size(0)});                           // (N, O)
         const auto parts = adapted(ab, widths);
         torch::Tensor h;  // (N, R): x A^T of every adapted part, side by side
         if (!parts.empty()) {
             h = x2.to(dt).mm(stacked_a(ab, parts, dt).t());
             for (const auto& p : parts) {
-                auto hp = h.narrow(1, p.row, p.rank);          // (N, r)
+                auto hp = h.narrow(1, p.row, p.rank);           // (N, r)
                 auto bp = ab[2 * p.part + 1].to(dt);            // (o, r)
                 auto yp = y2.narrow(1, p.col, widths[p.part]);  // (N, o), a column block of y
                 // In y's dtype the update goes in with the product (one rounding of the fp32 sum);
@@ -105,8 +105,9 @@ struct LoraProjectionFn : public torch::autograd::Function<LoraProjectionFn> {
                 const double s = scales[p.part];
                 auto gp = g.narrow(1, p.col, widths[p.part]).to(dt);  // (N, o)
                 const auto& b = ab[2 * p.part + 1];
-                grads[3 + 2 * p.part + 1] = gp.t().mm(h.narrow(1, p.row, p.rank)).mul_(s).to(b.scalar_type());  // (o, r)
-                dhs.push_back(gp.mm(b.to(dt)).mul_(s));                                                     // (N, r)
+                grads[3 + 2 * p.part + 1] =
+                    gp.t().mm(h.narrow(1, p.row, p.rank)).mul_(s).to(b.scalar_type());  // (o, r)
+                dhs.push_back(gp.mm(b.to(dt)).mul_(s));                                 // (N, r)
             }
             dh = dhs.size() == 1 ? dhs[0] : torch::cat(dhs, 1);
             auto da = dh.t().mm(x.reshape({-1, C}).to(dt));  // (R, C)

@@ -68,7 +68,7 @@ struct SiluMul : public torch::autograd::Function<SiluMul> {
         if (ctx->saved_data["fused"].toBool()) return {fused::silu_mul_backward(grad_out[0], gu), torch::Tensor()};
         const int64_t I = gu.size(-1) / 2;
         const auto gate = gu.narrow(-1, 0, I), up = gu.narrow(-1, I, I);
-        const auto& grad = grad_out[0];  // (..., I)
+        const auto& grad = grad_out[0];                                   // (..., I)
         auto d_gu = torch::empty_like(gu, at::MemoryFormat::Contiguous);  // (..., 2I)
         auto d_gate = d_gu.narrow(-1, 0, I), d_up = d_gu.narrow(-1, I, I);
         at::mul_out(d_up, grad, torch::silu(gate));
@@ -81,7 +81,8 @@ struct SiluMul : public torch::autograd::Function<SiluMul> {
 // (B, T, H, D). Causal without a mask lets SDPA pick its fused (flash / memory-efficient) kernels
 // instead of materialising (B, H, T, T) scores.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale) {
-    return at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, true, scale,
+    return at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, true,
+                                            scale,
                                             /*enable_gqa=*/k.size(2) != q.size(2))
         .transpose(1, 2);
 }
@@ -89,7 +90,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 }  // namespace
 
 torch::Device device_from_name(const std::string& name) {
-    if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    if (name == "auto")
+        return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
     torch::Device d(name);
     if (d.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("device " + name + ": no GPU is visible");
     return d;
@@ -226,9 +228,10 @@ std::vector<std::pair<std::string, torch::Tensor>> Model::named_parameters() con
         std::string p = "model.layers." + std::to_string(i) + ".";
         out.emplace_back(p + "input_layernorm.weight", l.input_norm);
         out.emplace_back(p + "post_attention_layernorm.weight", l.post_attn_norm);
-        const std::pair<const char*, const Linear*> lins[] = {
-            {"self_attn.q_proj", &l.q}, {"self_attn.k_proj", &l.k}, {"self_attn.v_proj", &l.v},
-            {"self_attn.o_proj", &l.o}, {"mlp.gate_proj", &l.gate}, {"mlp.up_proj", &l.up}, {"mlp.down_proj", &l.down}};
+        const std::pair<const char*, const Linear*> lins[] = {{"self_attn.q_proj", &l.q}, {"self_attn.k_proj", &l.k},
+                                                              {"self_attn.v_proj", &l.v}, {"self_attn.o_proj", &l.o},
+                                                              {"mlp.gate_proj", &l.gate}, {"mlp.up_proj", &l.up},
+                                                              {"mlp.down_proj", &l.down}};
         for (const auto& [name, lin] : lins) {
             out.emplace_back(p + name + ".weight", lin->weight);
             if (lin->bias.defined()) out.emplace_back(p + name + ".bias", lin->bias);
@@ -253,8 +256,8 @@ KVCache Model::make_cache(int64_t batch, int64_t capacity) const {
 }
 
 bool Model::fused_generation() const {
-    return use_fused_kernels && fused::usable(device_, dtype_, cfg_.hidden_size, cfg_.num_heads, cfg_.num_kv_heads,
-                                              cfg_.head_dim);
+    return use_fused_kernels &&
+           fused::usable(device_, dtype_, cfg_.hidden_size, cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim);
 }
 
 torch::Tensor Model::project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
@@ -265,14 +268,16 @@ torch::Tensor Model::project(const torch::Tensor& x, const torch::Tensor& weight
     for (const Linear* l : layers) {
         const bool on = lora_active(*this, *l);
         if (on) adapter_dtype = l->lora_a.scalar_type(), adapted = true;
-        parts.push_back({on ? l->lora_a : torch::Tensor(), on ? l->lora_b : torch::Tensor(), l->lora_scale,
-                         l->weight.size(0)});
+        parts.push_back(
+            {on ? l->lora_a : torch::Tensor(), on ? l->lora_b : torch::Tensor(), l->lora_scale, l->weight.size(0)});
     }
     if (!adapted) return torch::nn::functional::linear(x, weight, bias);
     return lora_projection(x, weight, bias, parts, lora_in_base_dtype ? x.scalar_type() : adapter_dtype);
 }
 
-torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const { return project(x, l.weight, l.bias, {&l}); }
+torch::Tensor Model::linear(const Linear& l, const torch::Tensor& x) const {
+    return project(x, l.weight, l.bias, {&l});
+}
 
 void Model::fuse_projections() {
     torch::NoGradGuard no_grad;
@@ -312,9 +317,9 @@ torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rop
     const int64_t B = x.size(0), T = x.size(1), H = cfg_.num_heads, G = cfg_.num_kv_heads, D = cfg_.head_dim;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     auto qkv = qk_normed(l, project_qkv(l, x).view({B, T, H + 2 * G, D}));  // (B, T, H+2G, D)
-    apply_rope_(qkv.narrow(2, 0, H + G), rope);  // q and k in one pass
-    auto q = qkv.narrow(2, 0, H);                // (B, T, H, D)
-    auto kv = qkv.narrow(2, H, 2 * G);           // (B, T, 2G, D): k then v, the cache's layout
+    apply_rope_(qkv.narrow(2, 0, H + G), rope);                             // q and k in one pass
+    auto q = qkv.narrow(2, 0, H);                                           // (B, T, H, D)
+    auto kv = qkv.narrow(2, H, 2 * G);  // (B, T, 2G, D): k then v, the cache's layout
     torch::Tensor out;
     if (decode) {
         if (T != 1) throw std::logic_error("a decode step takes one token per row");
@@ -325,7 +330,7 @@ torch::Tensor Model::attention(const Layer& l, const torch::Tensor& x, const Rop
                                                /*enable_gqa=*/G != H)
                   .transpose(1, 2);  // (B, 1, H, D)
     } else {
-        if (cache) cache->kv[layer].narrow(1, 0, T).copy_(kv);  // prefill: slots 0..T-1
+        if (cache) cache->kv[layer].narrow(1, 0, T).copy_(kv);                     // prefill: slots 0..T-1
         out = causal_attention(q, kv.narrow(2, 0, G), kv.narrow(2, G, G), scale);  // (B, T, H, D)
     }
     return linear(l.o, out.reshape({B, T, H * D}));
@@ -363,15 +368,15 @@ torch::Tensor Model::forward_fused(const torch::Tensor& ids, const torch::Tensor
         // Qwen3 normalises q and k before RoPE, so there the bias (if any) goes in with the matmul.
         const bool qkv_bias = cfg_.qk_norm && l.qkv_bias.defined();
         auto qkv = qk_normed(l, (plain({&l.q, &l.k, &l.v}) && !qkv_bias ? fused::decode_linear(x, l.qkv_weight)
-                                                                          : project_qkv(l, x, /*with_bias=*/cfg_.qk_norm))
+                                                                        : project_qkv(l, x, /*with_bias=*/cfg_.qk_norm))
                                     .view({B, T, H + 2 * G, D}));
         auto& kv = cache.kv[i];  // (B, S, 2G, D)
-        auto q = fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
+        auto q =
+            fused::rope_qkv_to_cache(qkv, cfg_.qk_norm ? torch::Tensor() : l.qkv_bias, positions, inv_freq_, kv, H, G);
         torch::Tensor attn;  // (B, T, H, D)
         if (decode) {
-            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale)
-                       .view({B, 1, H, D});
-        } else {  // prefill: the T tokens just written are slots 0..T-1
+            attn = fused::decode_attention(q.view({B, H, D}), kv, decode->lens, scale).view({B, 1, H, D});
+        } else {                                // prefill: the T tokens just written are slots 0..T-1
             auto written = kv.narrow(1, 0, T);  // (B, T, 2G, D)
             attn = causal_attention(q, written.narrow(2, 0, G), written.narrow(2, G, G), scale);
         }

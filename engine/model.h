@@ -140,7 +140,7 @@ private:
     ModelConfig cfg_;
     torch::Device device_;
     torch::ScalarType dtype_;
-    torch::Tensor embed_;     // (V, C)
+    torch::Tensor embed_;  // (V, C)
     torch::Tensor final_norm_;
     torch::Tensor lm_head_;   // (V, C); same tensor as embed_ when tied
     torch::Tensor inv_freq_;  // (D/2) fp32

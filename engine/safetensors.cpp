@@ -29,8 +29,8 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {Dtype::f32, "F32", 4}, {Dtype::f16, "F16", 2}, {Dtype::bf16, "BF16", 2}, {Dtype::f64, "F64", 8},
-    {Dtype::i64, "I64", 8}, {Dtype::i32, "I32", 4}, {Dtype::i16, "I16", 2},  {Dtype::i8, "I8", 1},
+    {Dtype::f32, "F32", 4}, {Dtype::f16, "F16", 2},      {Dtype::bf16, "BF16", 2}, {Dtype::f64, "F64", 8},
+    {Dtype::i64, "I64", 8}, {Dtype::i32, "I32", 4},      {Dtype::i16, "I16", 2},   {Dtype::i8, "I8", 1},
     {Dtype::u8, "U8", 1},   {Dtype::boolean, "BOOL", 1},
 };
 
@@ -170,7 +170,8 @@ Checkpoint::Checkpoint(const std::string& model_dir) : dir_(model_dir) {
             throw std::runtime_error(index.string() + ": no \"weight_map\" object");
         std::map<std::string, size_t> file_of;
         for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-            if (!it->is_string()) throw std::runtime_error(index.string() + ": weight_map entry " + it.key() + " is not a file name");
+            if (!it->is_string())
+                throw std::runtime_error(index.string() + ": weight_map entry " + it.key() + " is not a file name");
             std::string shard = it->get<std::string>();
             if (!file_of.count(shard)) {
                 fs::path sp = dir / shard;
@@ -182,7 +183,8 @@ Checkpoint::Checkpoint(const std::string& model_dir) : dir_(model_dir) {
             const auto& tensors = files_[file_of[shard]]->tensors();
             auto t = tensors.find(it.key());
             if (t == tensors.end())
-                throw std::runtime_error(model_dir + ": the index puts " + it.key() + " in " + shard + ", which lacks it");
+                throw std::runtime_error(model_dir + ": the index puts " + it.key() + " in " + shard +
+                                         ", which lacks it");
             index_[it.key()] = &t->second;
         }
     } else if (fs::exists(single, ec)) {
@@ -223,7 +225,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorBlob>& t
         if (static_cast<size_t>(n) * dtype_size(t->dtype) != t->nbytes)
             throw std::runtime_error("write_safetensors: tensor " + t->name + " has " + std::to_string(t->nbytes) +
                                      " bytes for its shape and dtype");
-        header[t->name] = {{"dtype", dtype_to_safetensors(t->dtype)}, {"shape", t->shape},
+        header[t->name] = {{"dtype", dtype_to_safetensors(t->dtype)},
+                           {"shape", t->shape},
                            {"data_offsets", {offset, offset + t->nbytes}}};
         offset += t->nbytes;
     }

@@ -9,7 +9,8 @@ namespace kz {
 
 void SamplingParams::validate() const {
     if (!(temperature >= 0.0)) throw std::runtime_error("temperature must be >= 0, got " + std::to_string(temperature));
-    if (!(top_p > 0.0 && top_p <= 1.0)) throw std::runtime_error("top_p must be in (0, 1], got " + std::to_string(top_p));
+    if (!(top_p > 0.0 && top_p <= 1.0))
+        throw std::runtime_error("top_p must be in (0, 1], got " + std::to_string(top_p));
     if (top_k < 0) throw std::runtime_error("top_k must be >= 0, got " + std::to_string(top_k));
 }
 

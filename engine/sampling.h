@@ -13,11 +13,11 @@ struct SamplingParams {
     double top_p = 1.0;        // nucleus mass kept, (0, 1]
     int64_t top_k = 0;         // 0: no limit
     uint64_t seed = 0;
-    void validate() const;     // throws std::runtime_error naming the bad value
+    void validate() const;  // throws std::runtime_error naming the bad value
 };
 
 struct Sampled {
-    torch::Tensor tokens;    // (B) int64
+    torch::Tensor tokens;  // (B) int64
     // (B) fp32: log-probability of each chosen token under softmax(logits / temperature) over the
     // whole vocabulary (temperature 1 when greedy): the quantity the trainer recomputes, so that
     // importance ratios start at exactly 1; top-k / top-p truncation changes which tokens can be

@@ -30,7 +30,8 @@ Dtype safetensors_dtype(torch::ScalarType t) {
 }
 
 torch::Tensor to_tensor(const TensorView& v, torch::Device device, torch::ScalarType dtype) {
-    auto t = torch::from_blob(const_cast<uint8_t*>(v.data), v.shape, torch::TensorOptions().dtype(torch_dtype(v.dtype)));
+    auto t =
+        torch::from_blob(const_cast<uint8_t*>(v.data), v.shape, torch::TensorOptions().dtype(torch_dtype(v.dtype)));
     return t.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
 }
 

@@ -59,14 +59,19 @@ std::string onig_compatible(const std::string& pat) {
         char c = pat[i];
         if (c == '\\' && i + 1 < pat.size()) {
             char d = pat[i + 1];
-            if (d == 's') out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
-            else if (d == 'S' && !in_class) out += "[^\\s\\x{85}]";
-            else out += pat.substr(i, 2);
+            if (d == 's')
+                out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+            else if (d == 'S' && !in_class)
+                out += "[^\\s\\x{85}]";
+            else
+                out += pat.substr(i, 2);
             ++i;
             continue;
         }
-        if (c == '[' && !in_class) in_class = true;
-        else if (c == ']' && in_class) in_class = false;
+        if (c == '[' && !in_class)
+            in_class = true;
+        else if (c == ']' && in_class)
+            in_class = false;
         out.push_back(c);
     }
     return out;
@@ -126,8 +131,8 @@ const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p
 std::string nfc(const std::string& s) {
     utf8proc_uint8_t* out = nullptr;
     const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
-                     &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
+                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
     if (n < 0) throw std::runtime_error(std::string("NFC normalisation failed: ") + utf8proc_errmsg(n));
     std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
     free(out);
@@ -144,7 +149,7 @@ std::string token_content(const json& v) {
 
 struct Tokenizer::Impl {
     std::unordered_map<std::string, int64_t> vocab;
-    std::vector<std::string> id_to_token;  // byte-level form; added tokens hold their content
+    std::vector<std::string> id_to_token;             // byte-level form; added tokens hold their content
     std::unordered_map<std::string, int> merge_rank;  // key: a + '\0' + b
     std::vector<AddedToken> added;
     std::unordered_map<int64_t, size_t> added_by_id;
@@ -230,8 +235,10 @@ void Tokenizer::Impl::encode_text(const std::string& text, std::vector<int64_t>&
     if (text.empty()) return;
     std::string norm = normalize_nfc ? nfc(text) : text;
     std::vector<std::string> pieces;
-    if (split_regex) split_regex->split(norm, pieces);
-    else pieces.push_back(norm);
+    if (split_regex)
+        split_regex->split(norm, pieces);
+    else
+        pieces.push_back(norm);
     for (const auto& p : pieces) bpe(p, out);
 }
 
@@ -294,20 +301,25 @@ Tokenizer Tokenizer::load(const std::string& dir) {
         }
         const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
         if (!norm.is_null()) {
-            if (norm.value("type", std::string()) == "NFC") impl->normalize_nfc = true;
-            else fail("unsupported normalizer " + norm.value("type", norm.dump()));
+            if (norm.value("type", std::string()) == "NFC")
+                impl->normalize_nfc = true;
+            else
+                fail("unsupported normalizer " + norm.value("type", norm.dump()));
         }
         const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
         std::vector<json> steps;
-        if (pre.is_object() && pre.value("type", std::string()) == "Sequence") steps = pre.at("pretokenizers").get<std::vector<json>>();
-        else if (!pre.is_null()) steps.push_back(pre);
+        if (pre.is_object() && pre.value("type", std::string()) == "Sequence")
+            steps = pre.at("pretokenizers").get<std::vector<json>>();
+        else if (!pre.is_null())
+            steps.push_back(pre);
         bool byte_level = false;
         for (const auto& s : steps) {
             std::string type = s.value("type", std::string());
             if (type == "Split") {
                 if (s.value("behavior", std::string()) != "Isolated" || s.value("invert", false))
                     fail("unsupported Split pre-tokenizer (only behavior Isolated, invert false)");
-                if (!s.contains("pattern") || !s["pattern"].contains("Regex")) fail("Split pre-tokenizer without a Regex pattern");
+                if (!s.contains("pattern") || !s["pattern"].contains("Regex"))
+                    fail("Split pre-tokenizer without a Regex pattern");
                 if (impl->split_regex) fail("more than one Split pre-tokenizer");
                 impl->split_regex = std::make_unique<Regex>(onig_compatible(s["pattern"]["Regex"].get<std::string>()));
             } else if (type == "ByteLevel") {

@@ -7,8 +7,8 @@
 namespace kz {
 
 struct TorchInfo {
-    bool linked = false;      // false when built with KZ_WITH_TORCH=OFF
-    std::string version;      // libtorch's version string
+    bool linked = false;  // false when built with KZ_WITH_TORCH=OFF
+    std::string version;  // libtorch's version string
     bool cuda_available = false;
     int cuda_devices = 0;
 };

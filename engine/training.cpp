@@ -22,7 +22,8 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
         for (int64_t s = 0; s < N; s += chunk) {
             int64_t e = std::min(N, s + chunk);
             auto logits = torch::nn::functional::linear(hidden.slice(0, s, e), weight).to(torch::kFloat32);  // (n, V)
-            out.slice(0, s, e).copy_(torch::log_softmax(logits, -1).gather(-1, targets.slice(0, s, e).unsqueeze(-1)).squeeze(-1));
+            out.slice(0, s, e).copy_(
+                torch::log_softmax(logits, -1).gather(-1, targets.slice(0, s, e).unsqueeze(-1)).squeeze(-1));
         }
         return out;
     }
@@ -35,12 +36,13 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
         const int64_t N = hidden.size(0);
         const bool need_h = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
         torch::Tensor grad_h = need_h ? torch::zeros_like(hidden) : torch::Tensor();
-        torch::Tensor grad_w = need_w ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat32)) : torch::Tensor();
+        torch::Tensor grad_w =
+            need_w ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat32)) : torch::Tensor();
         for (int64_t s = 0; s < N; s += chunk) {
             int64_t e = std::min(N, s + chunk);
             auto h = hidden.slice(0, s, e);
             auto logits = torch::nn::functional::linear(h, weight).to(torch::kFloat32);  // (n, V)
-            auto gc = g.slice(0, s, e).unsqueeze(-1);                                     // (n, 1)
+            auto gc = g.slice(0, s, e).unsqueeze(-1);                                    // (n, 1)
             auto gl = -torch::softmax(logits, -1) * gc;
             gl.scatter_add_(-1, targets.slice(0, s, e).unsqueeze(-1), gc);
             if (need_h) grad_h.slice(0, s, e).copy_(torch::matmul(gl.to(weight.scalar_type()), weight));
@@ -99,10 +101,12 @@ PolicyOptimizer::PolicyOptimizer(std::vector<std::pair<std::string, torch::Tenso
     if (params_.empty()) throw std::runtime_error("nothing to train: no parameters");
     for (auto& [name, p] : params_) {
         if (!p.requires_grad()) throw std::runtime_error("parameter " + name + " does not require grad");
-        masters_.push_back(p.scalar_type() == torch::kFloat32 ? p : p.detach().to(torch::kFloat32).requires_grad_(true));
+        masters_.push_back(p.scalar_type() == torch::kFloat32 ? p
+                                                              : p.detach().to(torch::kFloat32).requires_grad_(true));
     }
     adam_ = std::make_unique<torch::optim::AdamW>(
-        masters_, torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay));
+        masters_,
+        torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay));
 }
 
 void PolicyOptimizer::zero_grad() {
@@ -116,8 +120,8 @@ double PolicyOptimizer::step() {
         if (masters_[i].unsafeGetTensorImpl() != p.unsafeGetTensorImpl())
             masters_[i].mutable_grad() = p.grad().defined() ? p.grad().to(torch::kFloat32) : torch::Tensor();
     }
-    double norm = torch::nn::utils::clip_grad_norm_(masters_, cfg_.max_grad_norm > 0 ? cfg_.max_grad_norm
-                                                                                     : std::numeric_limits<double>::infinity());
+    double norm = torch::nn::utils::clip_grad_norm_(
+        masters_, cfg_.max_grad_norm > 0 ? cfg_.max_grad_norm : std::numeric_limits<double>::infinity());
     adam_->step();
     {
         torch::NoGradGuard no_grad;

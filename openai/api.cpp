@@ -38,7 +38,8 @@ CompletionRequest parse_request(const json& body, bool chat) {
         for (const auto& m : body["messages"]) {
             if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad("each message needs a 'role'");
             const std::string role = m["role"];
-            if (role != "system" && role != "user" && role != "assistant") bad("unsupported message role '" + role + "'");
+            if (role != "system" && role != "user" && role != "assistant")
+                bad("unsupported message role '" + role + "'");
             if (!m.contains("content") || !m["content"].is_string()) bad("each message needs a string 'content'");
             r.messages.push_back({role, m["content"].get<std::string>()});
         }
@@ -67,8 +68,10 @@ json response(const CompletionRequest& req, const std::string& id, const std::st
     json cs = json::array();
     for (size_t i = 0; i < choices.size(); ++i) {
         json c = {{"index", i}, {"finish_reason", choices[i].finish_reason}};
-        if (req.chat) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
-        else c["text"] = choices[i].text;
+        if (req.chat)
+            c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+        else
+            c["text"] = choices[i].text;
         cs.push_back(c);
     }
     return {{"id", id},
@@ -85,8 +88,10 @@ json response(const CompletionRequest& req, const std::string& id, const std::st
 json chunk(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created, int index,
            const std::string& delta, const std::optional<std::string>& finish_reason) {
     json c = {{"index", index}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}};
-    if (req.chat) c["delta"] = finish_reason ? json::object() : json{{"content", delta}};
-    else c["text"] = finish_reason ? "" : delta;
+    if (req.chat)
+        c["delta"] = finish_reason ? json::object() : json{{"content", delta}};
+    else
+        c["text"] = finish_reason ? "" : delta;
     return {{"id", id},
             {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created},
@@ -100,7 +105,8 @@ json error(const std::string& message, const std::string& type) {
 
 json models(const std::string& model, int64_t created) {
     return {{"object", "list"},
-            {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "kernelzero"}}})}};
+            {"data",
+             json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "kernelzero"}}})}};
 }
 
 std::vector<std::string> response_texts(const json& r) {
@@ -110,8 +116,10 @@ std::vector<std::string> response_texts(const json& r) {
     for (const auto& c : r["choices"]) {
         const size_t i = c.value("index", size_t{0});
         if (i >= out.size()) throw std::runtime_error("a choice index is out of range");
-        if (c.contains("message") && c["message"].is_object()) out[i] = c["message"].value("content", std::string());
-        else out[i] = c.value("text", std::string());
+        if (c.contains("message") && c["message"].is_object())
+            out[i] = c["message"].value("content", std::string());
+        else
+            out[i] = c.value("text", std::string());
     }
     return out;
 }

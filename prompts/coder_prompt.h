@@ -19,7 +19,7 @@ enum class CoderFormat { triton, cuda_nvrtc, cuda_inline };
 // backend "triton" | "cuda", format "nvrtc" | "inline" (cuda only; empty = nvrtc). Throws
 // std::invalid_argument naming the bad value.
 CoderFormat coder_format(const std::string& backend, const std::string& format);
-const char* backend_of(CoderFormat f);  // "triton" | "cuda"
+const char* backend_of(CoderFormat f);   // "triton" | "cuda"
 const char* format_name(CoderFormat f);  // "triton" | "cuda_nvrtc" | "cuda_inline"
 
 // The source tree's prompts directory (where the build found it).

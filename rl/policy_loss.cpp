@@ -21,11 +21,11 @@ torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_lo
     if (cfg.kl_beta > 0 && (!ref_logp.defined() || ref_logp.sizes() != logp.sizes()))
         throw std::invalid_argument("policy_loss: kl_beta > 0 needs ref_logp (N, L)");
     auto lp = logp.to(torch::kFloat32);
-    auto m = mask.to(lp.device(), torch::kFloat32);                                 // (N, L)
-    auto a = advantages.to(lp.device(), torch::kFloat32).unsqueeze(1);              // (N, 1)
-    auto ratio = torch::exp(lp - old_logp.to(lp.device(), torch::kFloat32));        // (N, L)
+    auto m = mask.to(lp.device(), torch::kFloat32);                           // (N, L)
+    auto a = advantages.to(lp.device(), torch::kFloat32).unsqueeze(1);        // (N, 1)
+    auto ratio = torch::exp(lp - old_logp.to(lp.device(), torch::kFloat32));  // (N, L)
     auto clipped = ratio.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high);
-    auto policy = -torch::min(ratio * a, clipped * a);                              // (N, L)
+    auto policy = -torch::min(ratio * a, clipped * a);  // (N, L)
     auto per_token = policy;
     torch::Tensor kl;
     if (cfg.kl_beta > 0) {

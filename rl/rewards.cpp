@@ -7,8 +7,10 @@
 namespace kz {
 
 void RewardConfig::validate() const {
-    if (reward != "ca_grpo" && reward != "grpo") throw std::invalid_argument("unknown reward \"" + reward + "\" (ca_grpo, grpo)");
-    if (gate != "group" && gate != "batch_ema") throw std::invalid_argument("unknown gate \"" + gate + "\" (group, batch_ema)");
+    if (reward != "ca_grpo" && reward != "grpo")
+        throw std::invalid_argument("unknown reward \"" + reward + "\" (ca_grpo, grpo)");
+    if (gate != "group" && gate != "batch_ema")
+        throw std::invalid_argument("unknown gate \"" + gate + "\" (group, batch_ema)");
     if (advantage != "grpo" && advantage != "dr_grpo")
         throw std::invalid_argument("unknown advantage estimator \"" + advantage + "\" (grpo, dr_grpo)");
     if (!(s_max > 1)) throw std::invalid_argument("s_max must be > 1");
@@ -70,9 +72,12 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
         }
         for (size_t i : judged) r.correct_rate += g[i].correct;
         r.correct_rate /= static_cast<double>(G);
-        if (cfg_.reward == "grpo") r.gate_open = true;
-        else if (cfg_.gate == "group") r.gate_open = r.correct_rate >= cfg_.tau;
-        else r.gate_open = ema_ && *ema_ >= cfg_.tau;
+        if (cfg_.reward == "grpo")
+            r.gate_open = true;
+        else if (cfg_.gate == "group")
+            r.gate_open = r.correct_rate >= cfg_.tau;
+        else
+            r.gate_open = ema_ && *ema_ >= cfg_.tau;
         std::vector<double> judged_rewards;
         for (size_t i : judged) {
             const double c = g[i].correct ? 1.0 : 0.0;
@@ -82,7 +87,8 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
         auto adv = group_advantages(judged_rewards, cfg_.advantage, cfg_.eps, &r.zero_signal);
         for (size_t k = 0; k < G; ++k) {
             const size_t i = judged[k];
-            r.advantages[i] = g[i].correct ? adv[k] : std::min(adv[k], 0.0);  // an incorrect completion is never reinforced
+            r.advantages[i] =
+                g[i].correct ? adv[k] : std::min(adv[k], 0.0);  // an incorrect completion is never reinforced
         }
         out.push_back(r);
     }

@@ -26,11 +26,11 @@ struct RolloutOutcome {
 };
 
 struct RewardConfig {
-    std::string reward = "ca_grpo";    // ca_grpo | grpo
-    std::string gate = "group";        // ca_grpo: group | batch_ema
-    std::string advantage = "grpo";    // grpo | dr_grpo
+    std::string reward = "ca_grpo";  // ca_grpo | grpo
+    std::string gate = "group";      // ca_grpo: group | batch_ema
+    std::string advantage = "grpo";  // grpo | dr_grpo
     double lambda = 1.0, tau = 0.5, s_max = 4.0;
-    double ema_decay = 0.9;            // batch_ema: weight of the history
+    double ema_decay = 0.9;  // batch_ema: weight of the history
     double eps = 1e-6;
     // Throws std::invalid_argument naming an unknown name or a value out of range.
     void validate() const;
@@ -46,9 +46,9 @@ std::vector<double> group_advantages(const std::vector<double>& rewards, const s
 
 struct GroupResult {
     std::vector<double> rewards, advantages;
-    double correct_rate = 0;  // c-hat of the group
-    bool gate_open = false;   // whether the performance term was on
-    bool zero_signal = false; // every reward equal: no learning signal (the loss drops the group)
+    double correct_rate = 0;   // c-hat of the group
+    bool gate_open = false;    // whether the performance term was on
+    bool zero_signal = false;  // every reward equal: no learning signal (the loss drops the group)
 };
 
 // Rewards and advantages for a batch of groups (one group = the G completions of one task). Keeps

@@ -22,7 +22,8 @@ using json = nlohmann::json;
 namespace {
 
 int64_t now_s() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 // One HTTP request in flight: filled by the scheduler thread, read by the HTTP thread.
@@ -61,8 +62,12 @@ struct PolicyServer::Impl {
     uint64_t next_id = 0, seed_counter = 0;
 
     Impl(const Model& m, const Tokenizer& t, std::vector<int64_t> s, ServeOptions o)
-        : model(m), tok(t), chat(ChatFormat::from_template(t.chat_template())), stops(std::move(s)),
-          stop_set(stops.begin(), stops.end()), opts(std::move(o)) {}
+        : model(m),
+          tok(t),
+          chat(ChatFormat::from_template(t.chat_template())),
+          stops(std::move(s)),
+          stop_set(stops.begin(), stops.end()),
+          opts(std::move(o)) {}
 
     void push_event(Pending& p, const json& j) {
         p.events.push_back("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
@@ -135,7 +140,8 @@ struct PolicyServer::Impl {
                     p->held[c] += tok.token_bytes(token);
                     const size_t n = complete_utf8_prefix(p->held[c]);
                     if (n > 0) {
-                        push_event(*p, openai::chunk(p->req, p->id, opts.model_name, p->created, c, p->held[c].substr(0, n), {}));
+                        push_event(*p, openai::chunk(p->req, p->id, opts.model_name, p->created, c,
+                                                     p->held[c].substr(0, n), {}));
                         p->held[c].erase(0, n);
                     }
                 }
@@ -184,15 +190,18 @@ struct PolicyServer::Impl {
             return fail(400, e.what());
         }
         if (!p->req.model.empty() && p->req.model != opts.model_name)
-            return fail(404, "model '" + p->req.model + "' is not served here (this server serves '" + opts.model_name + "')",
-                        "not_found_error");
+            return fail(
+                404, "model '" + p->req.model + "' is not served here (this server serves '" + opts.model_name + "')",
+                "not_found_error");
         p->prompt_ids = chat ? tok.encode(this->chat.render(p->req.messages, true)) : tok.encode(p->req.prompt);
         if (p->prompt_ids.empty()) return fail(400, "the prompt is empty");
         const int64_t limit = model.config().max_position_embeddings;
         if (static_cast<int64_t>(p->prompt_ids.size()) + p->req.max_tokens > limit)
             return fail(400, "prompt (" + std::to_string(p->prompt_ids.size()) + " tokens) + max_tokens (" +
-                                 std::to_string(p->req.max_tokens) + ") exceeds the model's context of " + std::to_string(limit));
-        if (p->req.n > opts.max_batch) return fail(400, "'n' exceeds the server's batch of " + std::to_string(opts.max_batch));
+                                 std::to_string(p->req.max_tokens) + ") exceeds the model's context of " +
+                                 std::to_string(limit));
+        if (p->req.n > opts.max_batch)
+            return fail(400, "'n' exceeds the server's batch of " + std::to_string(opts.max_batch));
         p->tokens.resize(p->req.n);
         p->finish.resize(p->req.n);
         p->held.resize(p->req.n);
@@ -240,7 +249,8 @@ struct PolicyServer::Impl {
             for (const auto& e : out)
                 if (!sink.write(e.data(), e.size())) return false;  // the client went away
             if (finished) {
-                std::string tail = p->error.empty() ? "" : "data: " + openai::error(p->error, "server_error").dump() + "\n\n";
+                std::string tail =
+                    p->error.empty() ? "" : "data: " + openai::error(p->error, "server_error").dump() + "\n\n";
                 tail += "data: [DONE]\n\n";
                 sink.write(tail.data(), tail.size());
                 sink.done();
@@ -250,7 +260,8 @@ struct PolicyServer::Impl {
     }
 };
 
-PolicyServer::PolicyServer(const Model& model, const Tokenizer& tokenizer, std::vector<int64_t> stop_ids, ServeOptions opts)
+PolicyServer::PolicyServer(const Model& model, const Tokenizer& tokenizer, std::vector<int64_t> stop_ids,
+                           ServeOptions opts)
     : impl_(std::make_unique<Impl>(model, tokenizer, std::move(stop_ids), std::move(opts))) {}
 
 PolicyServer::~PolicyServer() { stop(); }
@@ -266,10 +277,13 @@ void PolicyServer::run() {
     s.http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
         res.set_content(openai::models(s.opts.model_name, now_s()).dump(), "application/json");
     });
-    s.http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+    s.http.Get("/health",
+               [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
     int port = s.opts.port;
-    if (port == 0) port = s.http.bind_to_any_port(s.opts.host);
-    else if (!s.http.bind_to_port(s.opts.host, port)) port = -1;
+    if (port == 0)
+        port = s.http.bind_to_any_port(s.opts.host);
+    else if (!s.http.bind_to_port(s.opts.host, port))
+        port = -1;
     if (port < 0) throw std::runtime_error("cannot listen on " + s.opts.host + ":" + std::to_string(s.opts.port));
     s.scheduler = std::thread([&s] { s.schedule(); });
     std::printf("kernelzero serve: listening on http://%s:%d (model %s)\n", s.opts.host.c_str(), port,

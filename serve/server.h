@@ -15,9 +15,9 @@ namespace kz {
 
 struct ServeOptions {
     std::string host = "127.0.0.1";
-    int port = 8000;            // 0: any free port (printed on the "listening" line)
-    std::string model_name;     // the name clients pass as "model"
-    int max_batch = 64;         // rows per generate call
+    int port = 8000;         // 0: any free port (printed on the "listening" line)
+    std::string model_name;  // the name clients pass as "model"
+    int max_batch = 64;      // rows per generate call
     int http_threads = 16;
 };
 

@@ -10,19 +10,59 @@ namespace kz {
 using json = nlohmann::json;
 
 const std::vector<std::string>& ApiCatalog::categories() {
-    static const std::vector<std::string> c = {
-        "activation", "elementwise", "reduction", "normalization", "linear_algebra", "convolution",
-        "transposed_convolution", "pooling", "attention", "scan", "loss", "indexing", "softmax", "shape"};
+    static const std::vector<std::string> c = {"activation",
+                                               "elementwise",
+                                               "reduction",
+                                               "normalization",
+                                               "linear_algebra",
+                                               "convolution",
+                                               "transposed_convolution",
+                                               "pooling",
+                                               "attention",
+                                               "scan",
+                                               "loss",
+                                               "indexing",
+                                               "softmax",
+                                               "shape"};
     return c;
 }
 
 const std::vector<std::string>& ApiCatalog::kinds() {
-    static const std::vector<std::string> k = {
-        "same", "binary_same", "reduce_dim", "reduce_keepdim", "norm_last", "norm_channel", "linear", "matmul",
-        "matmul_ta", "matmul_tb", "bmm", "matvec", "diag_matmul", "square_matmul", "tensor3_matmul", "outer",
-        "bilinear", "conv", "conv_depthwise", "conv_grouped", "conv_asym", "conv_transpose", "conv_transpose_grouped",
-        "pool", "adaptive_pool", "global_pool", "attention", "mha", "loss", "loss_class", "loss_triplet", "flatten",
-        "transpose", "topk", "index_half"};
+    static const std::vector<std::string> k = {"same",
+                                               "binary_same",
+                                               "reduce_dim",
+                                               "reduce_keepdim",
+                                               "norm_last",
+                                               "norm_channel",
+                                               "linear",
+                                               "matmul",
+                                               "matmul_ta",
+                                               "matmul_tb",
+                                               "bmm",
+                                               "matvec",
+                                               "diag_matmul",
+                                               "square_matmul",
+                                               "tensor3_matmul",
+                                               "outer",
+                                               "bilinear",
+                                               "conv",
+                                               "conv_depthwise",
+                                               "conv_grouped",
+                                               "conv_asym",
+                                               "conv_transpose",
+                                               "conv_transpose_grouped",
+                                               "pool",
+                                               "adaptive_pool",
+                                               "global_pool",
+                                               "attention",
+                                               "mha",
+                                               "loss",
+                                               "loss_class",
+                                               "loss_triplet",
+                                               "flatten",
+                                               "transpose",
+                                               "topk",
+                                               "index_half"};
     return k;
 }
 
@@ -88,8 +128,9 @@ ApiCatalog ApiCatalog::from_json(const json& j, const std::string& origin) {
         // The template must use exactly its operands, and the module iff it has one.
         auto has = [&](const char* ph) { return s.tmpl.find(ph) != std::string::npos; };
         const bool qkv = has("{q}");
-        const int operands = qkv ? (has("{k}") && has("{v}") ? 3 : -1)
-                                 : (has("{x}") ? 1 : 0) + (has("{y}") || has("{target}") || has("{d}") ? 1 : 0) + (has("{z}") ? 1 : 0);
+        const int operands =
+            qkv ? (has("{k}") && has("{v}") ? 3 : -1)
+                : (has("{x}") ? 1 : 0) + (has("{y}") || has("{target}") || has("{d}") ? 1 : 0) + (has("{z}") ? 1 : 0);
         const int want = s.kind == "loss_class" ? 2 : s.arity;  // logits + generated class targets
         if (operands != want)
             fail("template uses " + std::to_string(operands) + " operands, arity says " + std::to_string(s.arity));

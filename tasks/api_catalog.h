@@ -19,13 +19,13 @@ struct ApiSpec {
     std::string kind;       // shape rule, one of ApiCatalog::kinds()
     int arity = 1;          // tensor operands
     int min_rank = 1, max_rank = 5;
-    std::string tmpl;       // forward expression with placeholders
-    std::string module;     // constructor expression ("" when none)
-    std::string domain;     // any | positive | bounded
-    std::string output;     // float | index | scalar
+    std::string tmpl;    // forward expression with placeholders
+    std::string module;  // constructor expression ("" when none)
+    std::string domain;  // any | positive | bounded
+    std::string output;  // float | index | scalar
     bool kernelbench = false;
-    nlohmann::json params;  // placeholder -> choices
-    nlohmann::json typical; // typical sizes
+    nlohmann::json params;   // placeholder -> choices
+    nlohmann::json typical;  // typical sizes
 };
 
 class ApiCatalog {

@@ -68,7 +68,8 @@ ApiSet FrontierTracker::draw(const ApiCatalog& catalog, int level, std::mt19937_
         std::vector<double> draws;
         for (size_t i = 0; i < s.apis.size(); ++i) {
             draws.push_back(beta_draw(get(s.apis[i]), rng));
-            for (size_t j = i + 1; j < s.apis.size(); ++j) draws.push_back(beta_draw(get(pair_key(s.apis[i], s.apis[j])), rng));
+            for (size_t j = i + 1; j < s.apis.size(); ++j)
+                draws.push_back(beta_draw(get(pair_key(s.apis[i], s.apis[j])), rng));
         }
         double p = std::accumulate(draws.begin(), draws.end(), 0.0) / static_cast<double>(draws.size());
         double gap = std::abs(p - opts_.target);
@@ -98,7 +99,8 @@ void FrontierTracker::from_json(const nlohmann::json& j) {
     if (!j.is_object()) throw std::invalid_argument("frontier state must be an object");
     std::map<std::string, BetaStat> stats;
     for (const auto& [k, v] : j.items()) {
-        if (!v.is_array() || v.size() != 3) throw std::invalid_argument("frontier state of '" + k + "' must be [alpha, beta, seen]");
+        if (!v.is_array() || v.size() != 3)
+            throw std::invalid_argument("frontier state of '" + k + "' must be [alpha, beta, seen]");
         stats[k] = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
     }
     stats_ = std::move(stats);
@@ -116,7 +118,8 @@ std::vector<double> proposer_rewards(const std::vector<ProposalOutcome>& batch, 
         } else if (!p.valid) {
             r.push_back(0.0);
         } else {
-            double rep = p.cluster >= 0 ? static_cast<double>(cluster_size[p.cluster]) / static_cast<double>(batch.size()) : 0.0;
+            double rep =
+                p.cluster >= 0 ? static_cast<double>(cluster_size[p.cluster]) / static_cast<double>(batch.size()) : 0.0;
             r.push_back(1.0 - std::abs(p.pass_rate - target) / denom - lambda_rep * rep);
         }
     }
@@ -136,7 +139,8 @@ std::vector<int> near_duplicate_clusters(const std::vector<std::string>& sources
     }
     for (size_t i = 0; i < n; ++i)
         for (size_t j = i + 1; j < n; ++j)
-            if (nh[i] == nh[j] || jaccard(sh[i], sh[j]) >= threshold) parent[find(static_cast<int>(i))] = find(static_cast<int>(j));
+            if (nh[i] == nh[j] || jaccard(sh[i], sh[j]) >= threshold)
+                parent[find(static_cast<int>(i))] = find(static_cast<int>(j));
     std::map<int, int> ids;
     std::vector<int> out;
     for (size_t i = 0; i < n; ++i) {

@@ -57,10 +57,10 @@ private:
 };
 
 struct ProposalOutcome {
-    bool parsed = true;   // false: the completion held no task file (reward -1)
-    bool valid = false;   // failed validation: reward 0
-    double pass_rate = 0; // p-hat: the Coder's pass rate over its G samples
-    int cluster = -1;     // near-duplicate cluster id within the batch
+    bool parsed = true;    // false: the completion held no task file (reward -1)
+    bool valid = false;    // failed validation: reward 0
+    double pass_rate = 0;  // p-hat: the Coder's pass rate over its G samples
+    int cluster = -1;      // near-duplicate cluster id within the batch
 };
 
 // r = -1 unparsable; 0 invalid; else 1 - |p - t| / max(t, 1 - t) - lambda_rep * rep, where rep is the

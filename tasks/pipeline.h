@@ -17,7 +17,7 @@ namespace kz {
 
 struct PipelineOptions {
     ValidationOptions validation;
-    double novelty_threshold = 0.9;          // Jaccard of token 3-grams at or above which a task is a near-duplicate
+    double novelty_threshold = 0.9;  // Jaccard of token 3-grams at or above which a task is a near-duplicate
     double contamination_threshold = 0.8;
     std::vector<std::string> benchmark_dirs;  // KernelBench-style directories of .py files
 };

@@ -43,7 +43,8 @@ ParsedProposal parse_proposal(const std::string& text) {
         }
         std::string lang = text.substr(open + 3, line_end - open - 3);
         while (!lang.empty() && (lang.back() == '\r' || lang.back() == ' ')) lang.pop_back();
-        if (lang.empty() || lang == "python" || lang == "py") blocks.push_back(text.substr(line_end + 1, close - line_end - 1));
+        if (lang.empty() || lang == "python" || lang == "py")
+            blocks.push_back(text.substr(line_end + 1, close - line_end - 1));
         pos = close + 3;
     }
     if (blocks.empty()) {

@@ -14,8 +14,8 @@ namespace {
 using Shape = std::vector<int64_t>;
 
 const std::vector<std::string> kHeavy = {"convolution", "transposed_convolution", "linear_algebra", "attention"};
-const std::vector<std::string> kEpilogue = {"activation", "elementwise", "reduction", "normalization", "pooling",
-                                            "softmax", "scan"};
+const std::vector<std::string> kEpilogue = {"activation", "elementwise", "reduction", "normalization",
+                                            "pooling",    "softmax",     "scan"};
 
 template <class T>
 const T& pick(const std::vector<T>& v, std::mt19937_64& rng) {
@@ -48,8 +48,8 @@ struct Builder {
     SizeProfile sizes;
     std::mt19937_64& rng;
     std::vector<std::string> init, body, input_exprs, params;
-    std::string cur;      // the running value
-    Shape shape;          // its shape (empty: 0-dim)
+    std::string cur;  // the running value
+    Shape shape;      // its shape (empty: 0-dim)
     bool is_index = false;
     int vars = 0, mods = 0;
 
@@ -98,7 +98,8 @@ struct Builder {
 // A size near `base` (x 1/2 .. x 2 in powers of two, or +-25%): varied tasks from one API set.
 int64_t vary(int64_t base, std::mt19937_64& rng) {
     static const double f[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0};
-    return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(base) * f[std::uniform_int_distribution<int>(0, 5)(rng)]));
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(base) * f[std::uniform_int_distribution<int>(0, 5)(rng)]));
 }
 
 // The first value: shaped for the leading API.
@@ -133,9 +134,12 @@ void seed_input(Builder& b, const ApiSpec& a) {
         static const Shape small4 = {4, 8, 16, 16}, big4 = {16, 64, 64, 64};
         const Shape& base = s ? small4 : big4;
         r = std::max(r, k == "reduce_dim" || k == "reduce_keepdim" || k == "flatten" || k == "transpose" ? 2 : 1);
-        if (r == 1) shape = {s ? 1024 : (1 << 20)};
-        else if (r == 2) shape = s ? Shape{16, 256} : Shape{4096, 4096};
-        else shape.assign(base.end() - r, base.end());
+        if (r == 1)
+            shape = {s ? 1024 : (1 << 20)};
+        else if (r == 2)
+            shape = s ? Shape{16, 256} : Shape{4096, 4096};
+        else
+            shape.assign(base.end() - r, base.end());
     }
     for (auto& d : shape) d = vary(d, b.rng);
     if (k == "attention" || k == "mha") shape.back() = (shape.back() + 7) / 8 * 8;  // heads must divide it
@@ -265,7 +269,8 @@ void apply(Builder& b, const ApiSpec& a) {
         out = {b.shape[0], 1};
     } else if (k == "square_matmul") {
         int64_t s = std::min(b.shape[0], b.shape[1]);
-        if (b.shape[0] != b.shape[1]) b.assign(b.cur + "[:" + std::to_string(s) + ", :" + std::to_string(s) + "]", {s, s});
+        if (b.shape[0] != b.shape[1])
+            b.assign(b.cur + "[:" + std::to_string(s) + ", :" + std::to_string(s) + "]", {s, s});
         subs["x"] = operand(b.cur);
         subs["y"] = b.new_input({s, s});
         out = {s, s};
@@ -305,7 +310,8 @@ void apply(Builder& b, const ApiSpec& a) {
             groups = largest_divisor_at_most(cin, 4);
             cout = groups * (b.small() ? 3 : 16);
         }
-        subs["c_in"] = std::to_string(cin), subs["c_out"] = std::to_string(cout), subs["groups"] = std::to_string(groups);
+        subs["c_in"] = std::to_string(cin), subs["c_out"] = std::to_string(cout),
+        subs["groups"] = std::to_string(groups);
         int64_t kernel = std::stoll(subs.count("kernel") ? subs["kernel"] : "3");
         int64_t stride = std::stoll(subs.count("stride") ? subs["stride"] : "1");
         int64_t pad = std::stoll(subs.count("padding") ? subs["padding"] : "0");
@@ -321,16 +327,20 @@ void apply(Builder& b, const ApiSpec& a) {
         } else {
             if (pad >= kernel) pad = kernel - 1;
         }
-        subs["kernel"] = std::to_string(kernel), subs["stride"] = std::to_string(stride), subs["padding"] = std::to_string(pad);
+        subs["kernel"] = std::to_string(kernel), subs["stride"] = std::to_string(stride),
+        subs["padding"] = std::to_string(pad);
         subs["output_padding"] = "0";
         out = b.shape;
         out[1] = k == "pool" ? cin : cout;
         for (int i = 0; i < d; ++i) {
             int64_t in = b.shape[2 + i];
             int64_t o;
-            if (k == "conv_transpose" || k == "conv_transpose_grouped") o = (in - 1) * stride - 2 * pad + kernel;
-            else if (k == "conv_asym") o = in;
-            else o = conv_out(in, kernel, stride, pad, dil);
+            if (k == "conv_transpose" || k == "conv_transpose_grouped")
+                o = (in - 1) * stride - 2 * pad + kernel;
+            else if (k == "conv_asym")
+                o = in;
+            else
+                o = conv_out(in, kernel, stride, pad, dil);
             out[2 + i] = o;
         }
         if (a.name == "lp_pool2d") subs["x"] = in_domain(b.cur, "positive");
@@ -355,8 +365,8 @@ void apply(Builder& b, const ApiSpec& a) {
         b.as_float();
         b.to_rank(2);
         subs["x"] = b.cur;
-        subs["target"] = b.new_input({}, "torch.randint(0, " + std::to_string(b.shape[1]) + ", (" +
-                                               std::to_string(b.shape[0]) + ",))");
+        subs["target"] = b.new_input(
+            {}, "torch.randint(0, " + std::to_string(b.shape[1]) + ", (" + std::to_string(b.shape[0]) + ",))");
         out = {};
     } else {
         throw std::logic_error("no shape rule for kind " + k);

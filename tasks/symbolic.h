@@ -27,8 +27,8 @@ ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng
 enum class SizeProfile { small, typical };
 
 struct GeneratedTask {
-    std::string source;             // the task file: Model, get_inputs, get_init_inputs
-    std::vector<std::string> apis;  // the APIs it uses, in forward order
+    std::string source;                 // the task file: Model, get_inputs, get_init_inputs
+    std::vector<std::string> apis;      // the APIs it uses, in forward order
     std::vector<int64_t> output_shape;  // predicted by shape propagation (empty: a scalar)
 };
 

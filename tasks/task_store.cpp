@@ -48,8 +48,10 @@ struct Stmt {
         return *this;
     }
     Stmt& real(int i, std::optional<double> v) {
-        if (v) sqlite3_bind_double(s, i, *v);
-        else sqlite3_bind_null(s, i);
+        if (v)
+            sqlite3_bind_double(s, i, *v);
+        else
+            sqlite3_bind_null(s, i);
         return *this;
     }
     bool step() {
@@ -86,8 +88,13 @@ const char* kTaskColumns = "id, hash, norm_hash, source, apis, level, origin, va
 }  // namespace
 
 json StoreStats::to_json() const {
-    return {{"tasks", tasks}, {"valid", valid}, {"distinct_norm_hashes", distinct_norm_hashes}, {"attempts", attempts},
-            {"by_origin", by_origin}, {"valid_by_origin", valid_by_origin}, {"api_coverage", api_coverage}};
+    return {{"tasks", tasks},
+            {"valid", valid},
+            {"distinct_norm_hashes", distinct_norm_hashes},
+            {"attempts", attempts},
+            {"by_origin", by_origin},
+            {"valid_by_origin", valid_by_origin},
+            {"api_coverage", api_coverage}};
 }
 
 void TaskStore::exec(const char* sql) const {
@@ -153,8 +160,16 @@ int64_t TaskStore::add_task(const TaskRecord& t) {
             "INSERT INTO tasks (hash, norm_hash, source, apis, level, origin, valid, validation, reason, eager_ms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             path_);
-    st.text(1, t.hash).text(2, t.norm_hash).text(3, t.source).text(4, json(t.apis).dump()).integer(5, t.level)
-        .text(6, t.origin).integer(7, t.valid ? 1 : 0).text(8, t.validation.dump()).text(9, t.reason).real(10, t.eager_ms);
+    st.text(1, t.hash)
+        .text(2, t.norm_hash)
+        .text(3, t.source)
+        .text(4, json(t.apis).dump())
+        .integer(5, t.level)
+        .text(6, t.origin)
+        .integer(7, t.valid ? 1 : 0)
+        .text(8, t.validation.dump())
+        .text(9, t.reason)
+        .real(10, t.eager_ms);
     st.step();
     return sqlite3_last_insert_rowid(db_);
 }
@@ -192,9 +207,15 @@ std::vector<int64_t> TaskStore::with_norm_hash(const std::string& norm_hash) con
 }
 
 void TaskStore::add_attempt(const AttemptRecord& a) {
-    Stmt st(db_, "INSERT INTO attempts (task_id, model_version, backend, status, correct, speedup) VALUES (?, ?, ?, ?, ?, ?)",
-            path_);
-    st.integer(1, a.task_id).text(2, a.model_version).text(3, a.backend).text(4, a.status).integer(5, a.correct ? 1 : 0)
+    Stmt st(
+        db_,
+        "INSERT INTO attempts (task_id, model_version, backend, status, correct, speedup) VALUES (?, ?, ?, ?, ?, ?)",
+        path_);
+    st.integer(1, a.task_id)
+        .text(2, a.model_version)
+        .text(3, a.backend)
+        .text(4, a.status)
+        .integer(5, a.correct ? 1 : 0)
         .real(6, a.speedup);
     st.step();
 }
@@ -203,7 +224,8 @@ std::map<std::string, std::array<double, 3>> TaskStore::frontier() const {
     Stmt st(db_, "SELECT key, alpha, beta, seen FROM frontier", path_);
     std::map<std::string, std::array<double, 3>> out;
     while (st.step())
-        out[st.col_text(0)] = {sqlite3_column_double(st.s, 1), sqlite3_column_double(st.s, 2), sqlite3_column_double(st.s, 3)};
+        out[st.col_text(0)] = {sqlite3_column_double(st.s, 1), sqlite3_column_double(st.s, 2),
+                               sqlite3_column_double(st.s, 3)};
     return out;
 }
 

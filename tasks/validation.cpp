@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <thread>
 
-
 #include "common/files.h"
 #include "common/host.h"
 #include "worker/protocol.h"
@@ -17,9 +16,9 @@ namespace kz {
 using json = nlohmann::json;
 
 const std::vector<std::string>& validation_checks() {
-    static const std::vector<std::string> c = {"format", "runs", "compile", "deterministic", "no_randomness",
-                                               "non_degenerate", "input_dependent", "uses_api_set", "runtime_band",
-                                               "memory_band", "novel", "decontaminated"};
+    static const std::vector<std::string> c = {"format",        "runs",           "compile",         "deterministic",
+                                               "no_randomness", "non_degenerate", "input_dependent", "uses_api_set",
+                                               "runtime_band",  "memory_band",    "novel",           "decontaminated"};
     return c;
 }
 
@@ -46,7 +45,8 @@ int64_t validation_memory_cap(const ValidationOptions& opts) {
     return 3 * static_cast<int64_t>(opts.max_memory_mb * static_cast<double>(kMiB)) + kGiB;
 }
 
-TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) : catalog_(catalog), opts_(std::move(opts)) {
+TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts)
+    : catalog_(catalog), opts_(std::move(opts)) {
     work_dir_ = opts_.work_dir;
     if (work_dir_.empty()) {
         work_dir_ = make_temp_dir(std::filesystem::temp_directory_path().string(), "kernelzero-validate-");
@@ -77,8 +77,10 @@ TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts) 
         slots_.push_back(std::move(slot));
     }
     for (auto& s : slots_) {
-        if (opts_.warm_up) warming_.emplace_back(&TaskValidator::warm, this, s.get());
-        else free_.push_back(s.get());
+        if (opts_.warm_up)
+            warming_.emplace_back(&TaskValidator::warm, this, s.get());
+        else
+            free_.push_back(s.get());
     }
 }
 
@@ -96,13 +98,14 @@ const char* TaskValidator::worker_device() const { return opts_.device.rfind("cu
 void TaskValidator::warm(Slot* slot) {
     // The device and compile switch of a validation, so that what is warmed is what validation uses. A
     // failure is not reported here: the worker is replaced, and the first validation starts it again.
-    json req = {{"op", "warm_up"}, {"device", worker_device()}, {"compile", opts_.compile},
+    json req = {{"op", "warm_up"},
+                {"device", worker_device()},
+                {"compile", opts_.compile},
                 {"memory_cap_bytes", validation_memory_cap(opts_)}};
     try {
         slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::min<std::chrono::seconds>(opts_.timeout, std::chrono::seconds(120))));
-    } catch (...) {
-    }
+    } catch (...) {}
     release(slot);
 }
 
@@ -120,9 +123,14 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
         // Only the torch API matters here (is it used?): a torch name several entries share will do.
         specs.push_back({{"name", name}, {"torch", catalog_.torch_api_of(name)}});
     }
-    json req = {{"op", "validate"}, {"source", source}, {"apis", specs}, {"device", worker_device()},
-                {"min_runtime_ms", opts_.min_runtime_ms}, {"max_runtime_ms", opts_.max_runtime_ms},
-                {"max_memory_mb", opts_.max_memory_mb}, {"compile", opts_.compile},
+    json req = {{"op", "validate"},
+                {"source", source},
+                {"apis", specs},
+                {"device", worker_device()},
+                {"min_runtime_ms", opts_.min_runtime_ms},
+                {"max_runtime_ms", opts_.max_runtime_ms},
+                {"max_memory_mb", opts_.max_memory_mb},
+                {"compile", opts_.compile},
                 {"memory_cap_bytes", validation_memory_cap(opts_)}};
     Slot* slot;
     {
@@ -140,8 +148,10 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
     TaskValidation v;
     Reply r = slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
     if (r.status == ReplyStatus::ok) {
-        for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it) v.checks[it.key()] = it->get<std::string>();
-        for (auto it = r.body["reasons"].begin(); it != r.body["reasons"].end(); ++it) v.reasons[it.key()] = it->get<std::string>();
+        for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it)
+            v.checks[it.key()] = it->get<std::string>();
+        for (auto it = r.body["reasons"].begin(); it != r.body["reasons"].end(); ++it)
+            v.reasons[it.key()] = it->get<std::string>();
         v.info = r.body.value("info", json::object());
     } else {
         // The module took the worker down (exit call, crash, hang) or raised where no check expected it.

@@ -49,11 +49,11 @@ int64_t validation_memory_cap(const ValidationOptions& opts);
 
 struct TaskValidation {
     bool valid = false;
-    std::map<std::string, std::string> checks;   // name -> pass | fail | skip
-    std::map<std::string, std::string> reasons;  // failed checks -> why
+    std::map<std::string, std::string> checks;       // name -> pass | fail | skip
+    std::map<std::string, std::string> reasons;      // failed checks -> why
     nlohmann::json info = nlohmann::json::object();  // eager_ms, memory_mb, output_meta
-    std::string reason;                          // the first failure, "" when valid
-    nlohmann::json to_json() const;              // {"valid", "checks", "reason", "reasons", "info"}
+    std::string reason;                              // the first failure, "" when valid
+    nlohmann::json to_json() const;                  // {"valid", "checks", "reason", "reasons", "info"}
     // to_json()'s object back (a validation run by another process); throws nlohmann's errors on a
     // malformed one.
     static TaskValidation from_json(const nlohmann::json& j);
@@ -75,8 +75,8 @@ public:
 
 private:
     struct Slot;
-    void warm(Slot* slot);     // a warm_up request; the slot is free afterwards whatever came of it
-    void release(Slot* slot);  // back to the free list
+    void warm(Slot* slot);              // a warm_up request; the slot is free afterwards whatever came of it
+    void release(Slot* slot);           // back to the free list
     const char* worker_device() const;  // "cuda" or "cpu": the workers' device, as their requests name it
 
     struct Slot {

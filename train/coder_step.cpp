@@ -24,7 +24,8 @@ struct Packed {
 Packed pack(const std::vector<const Rollout*>& rows, const std::vector<std::vector<int64_t>>& prompts,
             torch::Device device) {
     int64_t T = 0;
-    for (const auto* r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(prompts[r->task].size() + r->completion_ids.size()));
+    for (const auto* r : rows)
+        T = std::max<int64_t>(T, static_cast<int64_t>(prompts[r->task].size() + r->completion_ids.size()));
     const auto B = static_cast<int64_t>(rows.size());
     auto ids = torch::zeros({B, T}, torch::kInt64);
     auto valid = torch::zeros({B, T}, torch::kBool);
@@ -49,7 +50,8 @@ Packed pack(const std::vector<const Rollout*>& rows, const std::vector<std::vect
 
 }  // namespace
 
-std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
+std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok,
+                                     const std::vector<std::vector<int64_t>>& prompts,
                                      const std::vector<int64_t>& stop_ids, const CoderStepConfig& cfg,
                                      CoderStepStats* stats) {
     const int G = cfg.group_size;
@@ -97,8 +99,8 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
         const GroupResult& g = scored[r.task];
         r.reward = g.rewards[static_cast<size_t>(r.sample)];
         r.advantage = g.advantages[static_cast<size_t>(r.sample)];
-        r.in_loss = !g.zero_signal && !r.outcome.infra_error && !r.completion_ids.empty() &&
-                    !(cfg.mask_overlong && !r.stopped);
+        r.in_loss =
+            !g.zero_signal && !r.outcome.infra_error && !r.completion_ids.empty() && !(cfg.mask_overlong && !r.stopped);
         st.correct += r.outcome.correct;
         st.mean_reward += r.reward;
     }
@@ -109,7 +111,8 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
 }
 
 void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,
-                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st, Collective* dp) {
+                   const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st,
+                   Collective* dp) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<const Rollout*> train_rows;
     for (const auto& r : rollouts)
@@ -117,7 +120,8 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
     std::vector<Packed> mbs;
     for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
         mbs.push_back(pack({train_rows.begin() + static_cast<std::ptrdiff_t>(i),
-                            train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
+                            train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                     train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
                            prompts, policy.device()));
     std::vector<torch::Tensor> old_lp, ref_lp;
     std::vector<double> tokens;  // counted tokens per micro-batch
@@ -155,7 +159,8 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             st.clip_fraction += ls.clip_fraction * share;
         }
         if (dp) {
-            std::vector<torch::Tensor> s = {torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction}, torch::kFloat64).to(dp->device())};
+            std::vector<torch::Tensor> s = {
+                torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction}, torch::kFloat64).to(dp->device())};
             dp->all_reduce_sum(s);
             auto v = s[0].cpu();
             st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),

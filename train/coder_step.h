@@ -26,13 +26,13 @@ namespace kz {
 class Collective;
 
 struct CoderStepConfig {
-    int group_size = 8;             // G completions per task
+    int group_size = 8;  // G completions per task
     int64_t max_new_tokens = 1024;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 0;
     PolicyLossConfig loss;
-    bool mask_overlong = true;      // completions cut at max_new_tokens are left out of the loss
-    int64_t micro_batch = 8;        // rows per forward / backward
+    bool mask_overlong = true;  // completions cut at max_new_tokens are left out of the loss
+    int64_t micro_batch = 8;    // rows per forward / backward
     int64_t logprob_chunk = 1024;
 };
 
@@ -62,7 +62,8 @@ using CoderJudge = std::function<std::vector<RolloutOutcome>(const std::vector<s
 
 // G completions per prompt, in one generation batch (rollout i: prompt i / G, sample i % G); fills
 // completion_ids, sampler_logprobs, stopped, text. Adds the time to stats->generate_s.
-std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
+std::vector<Rollout> sample_rollouts(Model& policy, const Tokenizer& tok,
+                                     const std::vector<std::vector<int64_t>>& prompts,
                                      const std::vector<int64_t>& stop_ids, const CoderStepConfig& cfg,
                                      CoderStepStats* stats = nullptr);
 

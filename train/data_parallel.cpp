@@ -64,7 +64,8 @@ public:
     std::vector<std::string> all_gather_bytes(const std::string& local) override {
         // Lengths first, then every rank's bytes padded to the longest (allgather wants equal sizes).
         auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device_);
-        std::vector<torch::Tensor> len = {torch::tensor({static_cast<int64_t>(local.size())}, torch::kInt64).to(device_)};
+        std::vector<torch::Tensor> len = {
+            torch::tensor({static_cast<int64_t>(local.size())}, torch::kInt64).to(device_)};
         std::vector<std::vector<torch::Tensor>> lens(1);
         for (int r = 0; r < world_; ++r) lens[0].push_back(torch::zeros({1}, i64));
         pg_->allgather(lens, len)->wait();
@@ -78,14 +79,16 @@ public:
         std::vector<std::string> out;
         for (int r = 0; r < world_; ++r) {
             auto c = all[0][static_cast<size_t>(r)].cpu();
-            out.emplace_back(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), static_cast<size_t>(n[static_cast<size_t>(r)]));
+            out.emplace_back(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()),
+                             static_cast<size_t>(n[static_cast<size_t>(r)]));
         }
         return out;
     }
     std::string broadcast_bytes(const std::string& data, int root) override {
         c10d::BroadcastOptions o;
         o.rootRank = root;
-        std::vector<torch::Tensor> len = {torch::tensor({static_cast<int64_t>(data.size())}, torch::kInt64).to(device_)};
+        std::vector<torch::Tensor> len = {
+            torch::tensor({static_cast<int64_t>(data.size())}, torch::kInt64).to(device_)};
         pg_->broadcast(len, o)->wait();
         const int64_t n = len[0].cpu().item<int64_t>();
         std::vector<torch::Tensor> bytes = {padded(rank_ == root ? data : std::string(), std::max<int64_t>(n, 1))};
@@ -107,8 +110,10 @@ public:
         store_->add(in, 1);
         wait_for(in, world_);
         // Rank 0 hosts the store: it leaves last, so that no rank still polling finds it gone.
-        if (rank_ == 0) wait_for(out, world_ - 1);
-        else store_->add(out, 1);
+        if (rank_ == 0)
+            wait_for(out, world_ - 1);
+        else
+            store_->add(out, 1);
     }
 
     int64_t add(const std::string& name, int64_t delta) override { return store_->add("kz/counter/" + name, delta); }
@@ -122,7 +127,8 @@ public:
         // Not the store's blocking wait: it would hold the connection that this rank's other threads share.
         while (!store_->check({k})) {
             if (std::chrono::steady_clock::now() > deadline)
-                throw std::runtime_error("'" + key + "' was not published by any rank within " + std::to_string(timeout.count()) + " s");
+                throw std::runtime_error("'" + key + "' was not published by any rank within " +
+                                         std::to_string(timeout.count()) + " s");
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         const std::vector<uint8_t> v = store_->get(k);
@@ -170,8 +176,11 @@ std::optional<DistEnv> DistEnv::from_environment() {
     if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
     e.master_port = env_int("MASTER_PORT").value_or(29500);
     if (e.world < 1) throw std::invalid_argument("WORLD_SIZE must be >= 1");
-    if (e.local_world < 1 || e.local_world > e.world) throw std::invalid_argument("LOCAL_WORLD_SIZE must be in 1..WORLD_SIZE");
-    if (e.rank >= e.world) throw std::invalid_argument("RANK " + std::to_string(e.rank) + " is outside WORLD_SIZE " + std::to_string(e.world));
+    if (e.local_world < 1 || e.local_world > e.world)
+        throw std::invalid_argument("LOCAL_WORLD_SIZE must be in 1..WORLD_SIZE");
+    if (e.rank >= e.world)
+        throw std::invalid_argument("RANK " + std::to_string(e.rank) + " is outside WORLD_SIZE " +
+                                    std::to_string(e.world));
     if (e.master_port < 1 || e.master_port > 65535) throw std::invalid_argument("MASTER_PORT must be a TCP port");
     return e;
 }
@@ -183,8 +192,9 @@ void bind_local_device(const DistEnv& env) {
         for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
         if (devices.size() == 1) return;  // already one device per process (a launcher did it)
         if (env.local_rank >= static_cast<int>(devices.size()))
-            throw std::invalid_argument("LOCAL_RANK " + std::to_string(env.local_rank) + " but CUDA_VISIBLE_DEVICES lists " +
-                                        std::to_string(devices.size()) + " device(s): '" + v + "'");
+            throw std::invalid_argument("LOCAL_RANK " + std::to_string(env.local_rank) +
+                                        " but CUDA_VISIBLE_DEVICES lists " + std::to_string(devices.size()) +
+                                        " device(s): '" + v + "'");
         setenv("CUDA_VISIBLE_DEVICES", devices[static_cast<size_t>(env.local_rank)].c_str(), 1);
     } else {
         setenv("CUDA_VISIBLE_DEVICES", std::to_string(env.local_rank).c_str(), 1);

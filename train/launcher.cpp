@@ -48,7 +48,7 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& argv, const st
         o.argv = argv;
         o.inherit_stdout = true;
         o.die_with_parent = true;  // a killed launcher takes its ranks with it
-        o.env_set = {{"RANK", std::to_string(r)},          {"LOCAL_RANK", std::to_string(r)},
+        o.env_set = {{"RANK", std::to_string(r)},           {"LOCAL_RANK", std::to_string(r)},
                      {"WORLD_SIZE", std::to_string(nproc)}, {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
                      {"MASTER_ADDR", "127.0.0.1"},          {"MASTER_PORT", port}};
         set_multicast_off(o.env_set);
@@ -71,7 +71,8 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& argv, const st
             if (p.exit_code() != 0 && failed_code == 0) {
                 failed_code = p.exit_code();
                 if (!forwarded) {  // an interrupted run's ranks stop by themselves
-                    std::fprintf(stderr, "[launch] rank %d %s; stopping the other ranks\n", r, p.exit_description().c_str());
+                    std::fprintf(stderr, "[launch] rank %d %s; stopping the other ranks\n", r,
+                                 p.exit_description().c_str());
                     for (auto& q : ranks) q->kill();
                 }
             }

@@ -113,7 +113,8 @@ std::vector<std::vector<std::string>> PolicySource::complete(const std::vector<s
         outs = generate(model_, req);
     }
     std::vector<std::vector<std::string>> texts(prompts.size());
-    for (size_t i = 0; i < outs.size(); ++i) texts[i / static_cast<size_t>(n)].push_back(tok_.decode(outs[i].text_tokens()));
+    for (size_t i = 0; i < outs.size(); ++i)
+        texts[i / static_cast<size_t>(n)].push_back(tok_.decode(outs[i].text_tokens()));
     return texts;
 }
 

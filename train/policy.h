@@ -64,7 +64,8 @@ class PolicySource : public CompletionSource {
 public:
     PolicySource(Model& model, const Tokenizer& tok, std::vector<int64_t> stops, SamplingParams sampling,
                  int64_t max_new_tokens, int batch, std::string describe);
-    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts, int n) override;
+    std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
+                                                   int n) override;
     std::string describe() const override { return describe_; }
     int batch_prompts() const override { return batch_; }
 

@@ -29,8 +29,7 @@ std::optional<double> at(const json& j, const std::string& pointer) {
         const json& v = j.at(json::json_pointer(pointer));
         if (v.is_number()) return v.get<double>();
         if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-    } catch (const json::exception&) {
-    }
+    } catch (const json::exception&) {}
     return std::nullopt;
 }
 
@@ -54,7 +53,8 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     const int W = 460, H = 220, L = 48, R = 12, T = 24, B = 30;
     double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
     for (const auto& s : series)
-        for (auto [x, y] : s.points) x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+        for (auto [x, y] : s.points)
+            x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     std::ostringstream o;
     o << "<figure><svg width='" << W << "' height='" << H << "' viewBox='0 0 " << W << " " << H
       << "' xmlns='http://www.w3.org/2000/svg' font-family='sans-serif' font-size='11'>";
@@ -81,7 +81,8 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
         std::string pts;
         for (auto [x, y] : series[i].points) pts += num(X(x), "%.1f") + "," + num(Y(y), "%.1f") + " ";
         o << "<polyline fill='none' stroke='" << c << "' stroke-width='2' points='" << pts << "'/>";
-        for (auto [x, y] : series[i].points) o << "<circle cx='" << X(x) << "' cy='" << Y(y) << "' r='3' fill='" << c << "'/>";
+        for (auto [x, y] : series[i].points)
+            o << "<circle cx='" << X(x) << "' cy='" << Y(y) << "' r='3' fill='" << c << "'/>";
         o << "<text x='" << W - R - 4 << "' y='" << 14 + 13 * static_cast<int>(i) << "' text-anchor='end' fill='" << c
           << "'>" << html_escape(series[i].name) << "</text>";
     }
@@ -108,7 +109,8 @@ std::string capability_map(const std::vector<std::pair<int64_t, json>>& frontier
     const int cw = std::max(14, 480 / std::max<int>(1, static_cast<int>(frontiers.size()))), ch = 14, L = 170, T = 20;
     const int W = L + cw * static_cast<int>(frontiers.size()) + 10, H = T + ch * static_cast<int>(cells.size()) + 30;
     std::ostringstream o;
-    o << "<svg width='" << W << "' height='" << H << "' xmlns='http://www.w3.org/2000/svg' font-family='sans-serif' font-size='10'>";
+    o << "<svg width='" << W << "' height='" << H
+      << "' xmlns='http://www.w3.org/2000/svg' font-family='sans-serif' font-size='10'>";
     for (size_t k = 0; k < frontiers.size(); ++k)
         o << "<text x='" << L + cw * static_cast<int>(k) + cw / 2 << "' y='" << T - 6 << "' text-anchor='middle'>"
           << frontiers[k].first << "</text>";
@@ -122,12 +124,13 @@ std::string capability_map(const std::vector<std::pair<int64_t, json>>& frontier
             const double p = f->second;  // red (0) -> yellow -> green (1)
             const int r = static_cast<int>(p < 0.5 ? 220 : 220 - (p - 0.5) * 2 * 170);
             const int g = static_cast<int>(p < 0.5 ? 60 + p * 2 * 160 : 220);
-            o << "<rect x='" << L + cw * static_cast<int>(k) << "' y='" << y << "' width='" << cw - 1 << "' height='" << ch - 1
-              << "' fill='rgb(" << r << "," << g << ",70)'><title>" << html_escape(api) << " iter " << frontiers[k].first
-              << ": " << num(p, "%.2f") << "</title></rect>";
+            o << "<rect x='" << L + cw * static_cast<int>(k) << "' y='" << y << "' width='" << cw - 1 << "' height='"
+              << ch - 1 << "' fill='rgb(" << r << "," << g << ",70)'><title>" << html_escape(api) << " iter "
+              << frontiers[k].first << ": " << num(p, "%.2f") << "</title></rect>";
         }
     }
-    o << "<text x='" << L << "' y='" << H - 8 << "'>columns: iterations; colour: estimated pass@1 (red 0, green 1)</text>";
+    o << "<text x='" << L << "' y='" << H - 8
+      << "'>columns: iterations; colour: estimated pass@1 (red 0, green 1)</text>";
     o << "</svg>";
     return o.str();
 }
@@ -146,8 +149,7 @@ std::string write_train_report(const std::string& dir) {
             try {
                 json s = json::parse(read_file(e.path().string() + "/state.json"));
                 frontiers.emplace_back(s.at("iteration").get<int64_t>(), s.at("frontier"));
-            } catch (const std::exception&) {
-            }
+            } catch (const std::exception&) {}
         }
     std::sort(frontiers.begin(), frontiers.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
@@ -159,28 +161,32 @@ std::string write_train_report(const std::string& dir) {
          "code{background:#f6f8fa;padding:1px 4px}</style></head><body>";
     const json& cfg = run.value("config", json::object());
     o << "<h1>KernelZero training run</h1><p>run <code>" << html_escape(run.value("run_id", std::string("?")))
-      << "</code>, configuration <code>" << html_escape(cfg.value("name", std::string("?"))) << "</code>, backend <code>"
-      << html_escape(cfg.value("backend", std::string("?"))) << "</code>, " << metrics.size()
-      << " finished iteration(s).</p>";
+      << "</code>, configuration <code>" << html_escape(cfg.value("name", std::string("?")))
+      << "</code>, backend <code>" << html_escape(cfg.value("backend", std::string("?"))) << "</code>, "
+      << metrics.size() << " finished iteration(s).</p>";
 
     o << "<h2>Training curves</h2>";
-    o << line_chart("Coder", {series("pass rate", metrics, [](const json& m) { return coder_mean(m, "pass_rate"); }),
-                             series("mean reward", metrics, [](const json& m) { return coder_mean(m, "mean_reward"); }),
-                             series("gate open-rate", metrics, [](const json& m) { return coder_mean(m, "gate_open_rate"); })});
-    o << line_chart("Proposer", {series("valid share", metrics,
-                                        [](const json& m) -> std::optional<double> {
-                                            auto v = at(m, "/propose/valid"), n = at(m, "/propose/proposals");
-                                            if (!v || !n || *n == 0) return std::nullopt;
-                                            return *v / *n;
-                                        }),
-                                 series("mean reward", metrics, [](const json& m) { return at(m, "/propose/mean_reward"); }),
-                                 series("band occupancy", metrics,
-                                        [](const json& m) { return at(m, "/propose/band_occupancy"); })});
-    o << line_chart("Evaluation", {series("pass@1", metrics, [](const json& m) { return at(m, "/eval/pass_at_k/pass@1"); }),
-                                   series("fast_1", metrics, [](const json& m) { return at(m, "/eval/fast_p_eager/1"); })});
-    o << line_chart("Frontier and throughput",
-                    {series("frontier keys", metrics, [](const json& m) { return at(m, "/frontier_size"); }),
-                     series("verifier jobs/min", metrics, [](const json& m) { return at(m, "/verifier_jobs_per_min"); })});
+    o << line_chart("Coder",
+                    {series("pass rate", metrics, [](const json& m) { return coder_mean(m, "pass_rate"); }),
+                     series("mean reward", metrics, [](const json& m) { return coder_mean(m, "mean_reward"); }),
+                     series("gate open-rate", metrics, [](const json& m) { return coder_mean(m, "gate_open_rate"); })});
+    o << line_chart(
+        "Proposer",
+        {series("valid share", metrics,
+                [](const json& m) -> std::optional<double> {
+                    auto v = at(m, "/propose/valid"), n = at(m, "/propose/proposals");
+                    if (!v || !n || *n == 0) return std::nullopt;
+                    return *v / *n;
+                }),
+         series("mean reward", metrics, [](const json& m) { return at(m, "/propose/mean_reward"); }),
+         series("band occupancy", metrics, [](const json& m) { return at(m, "/propose/band_occupancy"); })});
+    o << line_chart("Evaluation",
+                    {series("pass@1", metrics, [](const json& m) { return at(m, "/eval/pass_at_k/pass@1"); }),
+                     series("fast_1", metrics, [](const json& m) { return at(m, "/eval/fast_p_eager/1"); })});
+    o << line_chart(
+        "Frontier and throughput",
+        {series("frontier keys", metrics, [](const json& m) { return at(m, "/frontier_size"); }),
+         series("verifier jobs/min", metrics, [](const json& m) { return at(m, "/verifier_jobs_per_min"); })});
 
     o << "<h2>Capability map</h2>" << capability_map(frontiers);
 

@@ -48,7 +48,8 @@ RolloutRecord RolloutRecord::from_json(const json& j) {
     } catch (const json::exception& e) {
         throw std::invalid_argument(std::string("rollout record field of the wrong type: ") + e.what());
     }
-    if (r.role != "coder" && r.role != "proposer" && r.role != "probe") throw std::invalid_argument("rollout record role \"" + r.role + "\"");
+    if (r.role != "coder" && r.role != "proposer" && r.role != "probe")
+        throw std::invalid_argument("rollout record role \"" + r.role + "\"");
     return r;
 }
 

@@ -26,7 +26,7 @@ struct RolloutRecord {
     std::vector<float> logprobs;  // the sampler's, one per completion token
     nlohmann::json verdict;       // the verdict object (design section 3), or null
     double reward = 0, advantage = 0;
-    std::string model_version;    // e.g. "coder@iter-3"
+    std::string model_version;  // e.g. "coder@iter-3"
 
     nlohmann::json to_json() const;
     // Throws std::invalid_argument naming the missing or mistyped field.

@@ -40,9 +40,7 @@ std::string new_run_id() {
     return std::string(buf) + suffix;
 }
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void exec(sqlite3* db, const std::string& sql, const std::string& path) {
     char* err = nullptr;
@@ -58,7 +56,8 @@ void exec(sqlite3* db, const std::string& sql, const std::string& path) {
 RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_(path) {
     const bool exists = fs::exists(file("run.json"));
     if (exists && !resume)
-        throw std::runtime_error(path + " already holds a run (run.json): pass --resume to continue it, or another --out");
+        throw std::runtime_error(path +
+                                 " already holds a run (run.json): pass --resume to continue it, or another --out");
     if (!exists && resume) throw std::runtime_error(path + " holds no run to resume (no run.json)");
     fs::create_directories(path_ + "/checkpoints");
     lock_fd_ = ::open(file("run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -123,8 +122,7 @@ std::optional<int64_t> RunDir::latest_checkpoint() const {
         try {
             int64_t it = std::stoll(n.substr(5));
             if (!best || it > *best) best = it;
-        } catch (const std::exception&) {
-        }
+        } catch (const std::exception&) {}
     }
     return best;
 }
@@ -169,8 +167,8 @@ void RunDir::record_metrics(int64_t it, const json& m) {
     }
     if (m.contains("stage_s") && m["stage_s"].is_object())
         for (auto& [stage, secs] : m["stage_s"].items()) {
-            sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO stages (iteration, stage, seconds) VALUES (?1, ?2, ?3);", -1,
-                               &st, nullptr);
+            sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO stages (iteration, stage, seconds) VALUES (?1, ?2, ?3);",
+                               -1, &st, nullptr);
             sqlite3_bind_int64(st, 1, it);
             sqlite3_bind_text(st, 2, stage.c_str(), -1, SQLITE_TRANSIENT);
             sqlite3_bind_double(st, 3, secs.get<double>());
@@ -202,7 +200,8 @@ void StageTimer::start(const std::string& name) {
 void StageTimer::stop() {
     double s = now_s() - t0_;
     stages_.emplace_back(current_, s);
-    if (g_output) std::fprintf(stderr, "[train] iter %lld: %s %.1f s\n", static_cast<long long>(iteration_), current_.c_str(), s);
+    if (g_output)
+        std::fprintf(stderr, "[train] iter %lld: %s %.1f s\n", static_cast<long long>(iteration_), current_.c_str(), s);
 }
 
 json StageTimer::to_json() const {
@@ -211,19 +210,23 @@ json StageTimer::to_json() const {
     return j;
 }
 
-Progress::Progress(std::string label, int64_t total) : label_(std::move(label)), total_(total), tty_(isatty(2)), quiet_(!g_output) {}
+Progress::Progress(std::string label, int64_t total)
+    : label_(std::move(label)), total_(total), tty_(isatty(2)), quiet_(!g_output) {}
 
 void Progress::advance(int64_t n) {
     done_ += n;
-    if (tty_ && !quiet_) std::fprintf(stderr, "\r[train] %s %lld/%lld", label_.c_str(), static_cast<long long>(done_),
-                           static_cast<long long>(total_));
+    if (tty_ && !quiet_)
+        std::fprintf(stderr, "\r[train] %s %lld/%lld", label_.c_str(), static_cast<long long>(done_),
+                     static_cast<long long>(total_));
 }
 
 Progress::~Progress() {
     if (quiet_) return;
-    if (tty_) std::fprintf(stderr, "\n");
-    else std::fprintf(stderr, "[train] %s %lld/%lld\n", label_.c_str(), static_cast<long long>(done_),
-                      static_cast<long long>(total_));
+    if (tty_)
+        std::fprintf(stderr, "\n");
+    else
+        std::fprintf(stderr, "[train] %s %lld/%lld\n", label_.c_str(), static_cast<long long>(done_),
+                     static_cast<long long>(total_));
 }
 
 }  // namespace kz

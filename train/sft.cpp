@@ -20,16 +20,16 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json SftResult::to_json() const {
-    return {{"pairs", pairs},           {"skipped", skipped},     {"steps", steps}, {"tokens", tokens},
+    return {{"pairs", pairs},           {"skipped", skipped},     {"steps", steps},     {"tokens", tokens},
             {"first_loss", first_loss}, {"last_loss", last_loss}, {"seconds", seconds}, {"out", out}};
 }
 
 namespace {
 
-
 std::vector<ChatMessage> prompt_messages(const json& p, const std::string& where) {
     if (p.is_string()) return {{"user", p.get<std::string>()}};
-    if (!p.is_array() || p.empty()) throw std::runtime_error(where + ": \"prompt\" must be a string or a list of messages");
+    if (!p.is_array() || p.empty())
+        throw std::runtime_error(where + ": \"prompt\" must be a string or a list of messages");
     std::vector<ChatMessage> out;
     for (const auto& m : p) {
         if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
@@ -51,10 +51,14 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
         p.prompt = policy.encode_chat(prompt);
         p.completion = policy.tokenizer().encode(completion);
         // The chat template's end of turn when the tokenizer has one: what generation stops on.
-        if (auto im_end = policy.tokenizer().token_id("<|im_end|>")) p.completion.push_back(*im_end);
-        else if (!policy.stops().empty()) p.completion.push_back(policy.stops().front());
-        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > s.max_tokens) ++too_long;
-        else pairs.push_back(std::move(p));
+        if (auto im_end = policy.tokenizer().token_id("<|im_end|>"))
+            p.completion.push_back(*im_end);
+        else if (!policy.stops().empty())
+            p.completion.push_back(policy.stops().front());
+        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > s.max_tokens)
+            ++too_long;
+        else
+            pairs.push_back(std::move(p));
     };
     if (!s.data.empty()) {
         std::ifstream in(s.data);
@@ -135,8 +139,8 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             ++epoch_steps;
         }
         if (epoch_steps)
-            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f\n", e + 1, static_cast<long long>(epoch_steps),
-                         epoch_loss / static_cast<double>(epoch_steps));
+            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f\n", e + 1,
+                         static_cast<long long>(epoch_steps), epoch_loss / static_cast<double>(epoch_steps));
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
@@ -156,8 +160,10 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop) {
     SftResult r = sft_train(policy, pairs, cfg, stop);
     r.skipped = skipped;
     r.out = s.out;
-    if (cfg.coder.full_finetune) save_hf_model(policy.model(), s.out + "/model", policy.model().dtype(), model_dir);
-    else policy.save(s.out);
+    if (cfg.coder.full_finetune)
+        save_hf_model(policy.model(), s.out + "/model", policy.model().dtype(), model_dir);
+    else
+        policy.save(s.out);
     return r;
 }
 

@@ -178,7 +178,8 @@ void TrainConfig::validate() const {
     if (propose.sizes != "small" && propose.sizes != "typical") bad("propose.sizes", "must be small or typical");
     if (propose.validation_workers < 1 || propose.validation_workers > 64)
         bad("propose.validation_workers", "must lie in [1, 64]");
-    if (propose.advantage != "grpo" && propose.advantage != "dr_grpo") bad("propose.advantage", "must be grpo or dr_grpo");
+    if (propose.advantage != "grpo" && propose.advantage != "dr_grpo")
+        bad("propose.advantage", "must be grpo or dr_grpo");
     if (coder_phase.steps < 0) bad("coder_phase.steps", "must be >= 0");
     if (coder_phase.tasks_per_step < 1) bad("coder_phase.tasks_per_step", "must be >= 1");
     if (coder_phase.group_size < 2) bad("coder_phase.group_size", "must be >= 2 (advantages are group-relative)");
@@ -193,7 +194,8 @@ void TrainConfig::validate() const {
     if (sft.lr < 0) bad("sft.lr", "must be >= 0");
     if (sft.tasks.empty() != sft.candidates.empty()) bad("sft.tasks/sft.candidates", "go together");
     if (warm_start && sft.data.empty() && sft.tasks.empty()) bad("warm_start", "needs sft.data or sft.tasks");
-    if (verifier.policy != "strict" && verifier.policy != "lenient") bad("verifier.policy", "must be strict or lenient");
+    if (verifier.policy != "strict" && verifier.policy != "lenient")
+        bad("verifier.policy", "must be strict or lenient");
 }
 
 nlohmann::json TrainConfig::to_json() const {
@@ -211,29 +213,65 @@ nlohmann::json TrainConfig::to_json() const {
             {"coder", policy_json(coder)},
             {"proposer", policy_json(proposer)},
             {"propose",
-             {{"enabled", p.enabled}, {"api_sets", p.api_sets}, {"samples_per_set", p.samples_per_set},
-              {"probe_samples", p.probe_samples}, {"max_new_tokens", p.max_new_tokens},
-              {"temperature", p.temperature}, {"top_p", p.top_p}, {"levels", p.levels}, {"target", p.target},
-              {"band_low", p.band_low}, {"band_high", p.band_high}, {"lambda_rep", p.lambda_rep},
+             {{"enabled", p.enabled},
+              {"api_sets", p.api_sets},
+              {"samples_per_set", p.samples_per_set},
+              {"probe_samples", p.probe_samples},
+              {"max_new_tokens", p.max_new_tokens},
+              {"temperature", p.temperature},
+              {"top_p", p.top_p},
+              {"levels", p.levels},
+              {"target", p.target},
+              {"band_low", p.band_low},
+              {"band_high", p.band_high},
+              {"lambda_rep", p.lambda_rep},
               {"min_valid", p.min_valid},
-              {"validation_workers", p.validation_workers}, {"sizes", p.sizes}, {"advantage", p.advantage}}},
+              {"validation_workers", p.validation_workers},
+              {"sizes", p.sizes},
+              {"advantage", p.advantage}}},
             {"coder_phase",
-             {{"steps", c.steps}, {"tasks_per_step", c.tasks_per_step}, {"group_size", c.group_size},
-              {"max_new_tokens", c.max_new_tokens}, {"temperature", c.temperature}, {"top_p", c.top_p},
-              {"replay", c.replay}, {"micro_batch", c.micro_batch}, {"reward", c.reward}, {"gate", c.gate},
-              {"advantage", c.advantage}, {"lambda", c.lambda}, {"tau", c.tau}, {"s_max", c.s_max},
-              {"ema_decay", c.ema_decay}, {"eps_low", c.eps_low}, {"eps_high", c.eps_high}, {"kl_beta", c.kl_beta},
+             {{"steps", c.steps},
+              {"tasks_per_step", c.tasks_per_step},
+              {"group_size", c.group_size},
+              {"max_new_tokens", c.max_new_tokens},
+              {"temperature", c.temperature},
+              {"top_p", c.top_p},
+              {"replay", c.replay},
+              {"micro_batch", c.micro_batch},
+              {"reward", c.reward},
+              {"gate", c.gate},
+              {"advantage", c.advantage},
+              {"lambda", c.lambda},
+              {"tau", c.tau},
+              {"s_max", c.s_max},
+              {"ema_decay", c.ema_decay},
+              {"eps_low", c.eps_low},
+              {"eps_high", c.eps_high},
+              {"kl_beta", c.kl_beta},
               {"mask_overlong", c.mask_overlong}}},
             {"eval",
-             {{"tasks", eval.tasks}, {"samples", eval.samples}, {"every", eval.every},
-              {"max_new_tokens", eval.max_new_tokens}, {"temperature", eval.temperature}}},
+             {{"tasks", eval.tasks},
+              {"samples", eval.samples},
+              {"every", eval.every},
+              {"max_new_tokens", eval.max_new_tokens},
+              {"temperature", eval.temperature}}},
             {"verifier",
-             {{"workers", verifier.workers}, {"in_flight", verifier.in_flight}, {"timing_iters", verifier.timing_iters},
-              {"trials", verifier.trials}, {"timeout_s", verifier.timeout_s}, {"policy", verifier.policy}, {"url", verifier.url}}},
+             {{"workers", verifier.workers},
+              {"in_flight", verifier.in_flight},
+              {"timing_iters", verifier.timing_iters},
+              {"trials", verifier.trials},
+              {"timeout_s", verifier.timeout_s},
+              {"policy", verifier.policy},
+              {"url", verifier.url}}},
             {"sft",
-             {{"data", sft.data}, {"tasks", sft.tasks}, {"candidates", sft.candidates}, {"lr", sft.lr},
-              {"epochs", sft.epochs}, {"batch_size", sft.batch_size},
-              {"max_tokens", sft.max_tokens}, {"out", sft.out}}}};
+             {{"data", sft.data},
+              {"tasks", sft.tasks},
+              {"candidates", sft.candidates},
+              {"lr", sft.lr},
+              {"epochs", sft.epochs},
+              {"batch_size", sft.batch_size},
+              {"max_tokens", sft.max_tokens},
+              {"out", sft.out}}}};
 }
 
 TrainConfig parse_train_config(const std::string& text, const std::string& origin, const std::string& base_dir) {

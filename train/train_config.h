@@ -20,9 +20,9 @@ struct PolicySpec {
     // A Hugging Face model directory, or "init:<preset>" (tiny | small): a random Qwen2 of that shape
     // with the vocabulary of `tokenizer`, written once into the run directory (seeded by run.seed).
     std::string model = "init:tiny";
-    std::string tokenizer;           // for "init:" models; a model directory brings its own
-    std::string adapter;             // optional PEFT adapter to start from (e.g. an SFT result)
-    bool full_finetune = false;      // false: LoRA
+    std::string tokenizer;       // for "init:" models; a model directory brings its own
+    std::string adapter;         // optional PEFT adapter to start from (e.g. an SFT result)
+    bool full_finetune = false;  // false: LoRA
     int64_t lora_rank = 16;
     double lora_alpha = 32;
     std::vector<std::string> lora_targets = {"all-linear"};
@@ -33,35 +33,35 @@ struct PolicySpec {
     // for one layer at a time (memory of a 7B update at long sequences), for ~1/3 more compute.
     bool recompute = false;
     double lr = 1e-5, weight_decay = 0.0, max_grad_norm = 1.0;
-    std::string dtype = "auto";      // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
+    std::string dtype = "auto";  // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
 };
 
 struct ProposerPhase {
     bool enabled = true;
-    int api_sets = 4;              // API sets drawn from the frontier per iteration
-    int samples_per_set = 4;       // proposals per set: the Proposer's group
-    int probe_samples = 4;         // Coder samples per valid module, for p-hat
+    int api_sets = 4;         // API sets drawn from the frontier per iteration
+    int samples_per_set = 4;  // proposals per set: the Proposer's group
+    int probe_samples = 4;    // Coder samples per valid module, for p-hat
     int64_t max_new_tokens = 1024;
     double temperature = 1.0, top_p = 1.0;
     std::vector<int> levels = {1, 2};  // KernelBench levels drawn from, in turn
     double target = 0.5;               // the frontier's target pass rate
     double band_low = 0.2, band_high = 0.8;
-    double lambda_rep = 0.1;           // repetition penalty of the Proposer's reward
+    double lambda_rep = 0.1;  // repetition penalty of the Proposer's reward
     // When fewer than this many modules pass validation, the symbolic generator composes the rest
     // from the same API sets (a Proposer that writes nothing usable does not starve the Coder).
     int min_valid = 1;
-    int validation_workers = 1;    // module validations at once per rank (one reference worker each)
-    std::string sizes = "typical";     // symbolic fallback's sizes: small | typical
-    std::string advantage = "grpo";    // grpo | dr_grpo over each set's proposals
+    int validation_workers = 1;      // module validations at once per rank (one reference worker each)
+    std::string sizes = "typical";   // symbolic fallback's sizes: small | typical
+    std::string advantage = "grpo";  // grpo | dr_grpo over each set's proposals
 };
 
 struct CoderPhase {
-    int steps = 1;                 // CA-GRPO steps per iteration
+    int steps = 1;  // CA-GRPO steps per iteration
     int tasks_per_step = 4;
-    int group_size = 8;            // G
+    int group_size = 8;  // G
     int64_t max_new_tokens = 1024;
     double temperature = 1.0, top_p = 1.0;
-    int replay = 2;                // older stored tasks mixed into each iteration's pool
+    int replay = 2;  // older stored tasks mixed into each iteration's pool
     int64_t micro_batch = 8;
     std::string reward = "ca_grpo", gate = "group", advantage = "grpo";
     double lambda = 1.0, tau = 0.5, s_max = 4.0, ema_decay = 0.9;
@@ -72,43 +72,43 @@ struct CoderPhase {
 struct EvalPhase {
     std::vector<std::string> tasks;  // KernelBench-format directories (empty: no evaluation)
     int samples = 1;
-    int every = 1;                   // iterations between evaluations (the last one always runs)
+    int every = 1;  // iterations between evaluations (the last one always runs)
     int64_t max_new_tokens = 1024;
-    double temperature = 0.0;        // 0: greedy
+    double temperature = 0.0;  // 0: greedy
 };
 
 struct VerifierSpec {
     int workers = 2;
     int in_flight = 4;
-    int timing_iters = 0;          // 0: the verifier's default for the device
-    std::string url;               // "" / "local": the in-process pool; redis://host:port/db: a farm
+    int timing_iters = 0;  // 0: the verifier's default for the device
+    std::string url;       // "" / "local": the in-process pool; redis://host:port/db: a farm
     int trials = kVerifyDefaults.trials;
     double timeout_s = kVerifyDefaults.timeout_s;
     std::string policy = "strict";
 };
 
 struct SftSpec {
-    std::string data;              // JSONL: {"prompt": str | [messages], "completion": str}
+    std::string data;  // JSONL: {"prompt": str | [messages], "completion": str}
     // And/or pairs from two directories: each task file of `tasks` with the candidate of the same
     // name in `candidates`, as the Coder prompt and a ```python block (the answer format it asks for).
     std::string tasks, candidates;
-    double lr = 0;                 // 0: the policy's lr
+    double lr = 0;  // 0: the policy's lr
     int epochs = 1;
     int batch_size = 8;
-    int64_t max_tokens = 4096;     // longer pairs are skipped (counted)
-    std::string out;               // where the adapter (or merged model) goes
+    int64_t max_tokens = 4096;  // longer pairs are skipped (counted)
+    std::string out;            // where the adapter (or merged model) goes
 };
 
 struct TrainConfig {
     std::string name = "custom";
     uint64_t seed = 0;
     int iterations = 2;
-    std::string device = "cpu";        // where the policies run: cpu | cuda | cuda:N
-    std::string verify_device = "cpu"; // where candidates run
-    std::string backend = "triton";    // triton | cuda
-    std::string format;                // cuda: nvrtc (default) | inline
-    std::string task_store;            // "" = <run>/tasks.sqlite
-    bool warm_start = false;           // train: SFT of the Coder on [sft] before iteration 1 (stage warm_start)
+    std::string device = "cpu";         // where the policies run: cpu | cuda | cuda:N
+    std::string verify_device = "cpu";  // where candidates run
+    std::string backend = "triton";     // triton | cuda
+    std::string format;                 // cuda: nvrtc (default) | inline
+    std::string task_store;             // "" = <run>/tasks.sqlite
+    bool warm_start = false;            // train: SFT of the Coder on [sft] before iteration 1 (stage warm_start)
     PolicySpec coder, proposer;
     ProposerPhase propose;
     CoderPhase coder_phase;

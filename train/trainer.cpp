@@ -51,7 +51,15 @@ uint64_t derive_seed(uint64_t seed, int64_t iteration, uint64_t stage, uint64_t 
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-enum StageId : uint64_t { kProposeStage = 1, kSymbolicStage, kProbeStage, kPoolStage, kCoderStage, kEvalStage, kRankStream };
+enum StageId : uint64_t {
+    kProposeStage = 1,
+    kSymbolicStage,
+    kProbeStage,
+    kPoolStage,
+    kCoderStage,
+    kEvalStage,
+    kRankStream
+};
 
 // How long ranks wait for each other: a collective (one rank still sampling or validating) and the
 // barrier behind rank 0's evaluation, which may take hours on a real model.
@@ -69,8 +77,8 @@ public:
     }
     // The records of (iteration, role, hashes[i], first_sample + j) for every i, j < G, in that order;
     // empty unless all are present.
-    std::vector<const RolloutRecord*> complete(int64_t it, const std::string& role, const std::vector<std::string>& hashes,
-                                               int first_sample, int G) const {
+    std::vector<const RolloutRecord*> complete(int64_t it, const std::string& role,
+                                               const std::vector<std::string>& hashes, int first_sample, int G) const {
         std::vector<const RolloutRecord*> out;
         for (const auto& h : hashes)
             for (int j = 0; j < G; ++j) {
@@ -195,8 +203,9 @@ public:
         auto model_dirs = [&] {
             coder_dir = materialise_model(cfg.coder, run_path_ + "/models/coder-base", cfg.seed);
             if (cfg.propose.enabled)
-                proposer_dir = same_base ? coder_dir
-                                         : materialise_model(cfg.proposer, run_path_ + "/models/proposer-base", cfg.seed + 1);
+                proposer_dir = same_base
+                                   ? coder_dir
+                                   : materialise_model(cfg.proposer, run_path_ + "/models/proposer-base", cfg.seed + 1);
         };
         if (leader()) {
             run_ = std::make_unique<RunDir>(run_path_, cfg.to_json(), opts.resume);
@@ -236,8 +245,10 @@ public:
             vo.reserved_device_bytes = po.validation.workers * (cap + kCudaContextBytes);
         verifier_ = make_verify_service(cfg.verifier.url, vo);
         verifier_->start();
-        if (leader()) pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
-        else validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
+        if (leader())
+            pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
+        else
+            validator_ = std::make_unique<TaskValidator>(catalog_, po.validation);
     }
 
     int64_t run() {
@@ -301,7 +312,8 @@ private:
     // The leader's `j` on every rank.
     json from_leader(const json& j) {
         if (!dp_) return j;
-        return json::parse(dp_->broadcast_bytes(leader() ? j.dump(-1, ' ', false, json::error_handler_t::replace) : ""));
+        return json::parse(
+            dp_->broadcast_bytes(leader() ? j.dump(-1, ' ', false, json::error_handler_t::replace) : ""));
     }
     // Every rank's `local`, in rank order.
     std::vector<json> gather(const json& local) {
@@ -327,8 +339,9 @@ private:
         for (int r = 1; r < world_; ++r)
             if (all[static_cast<size_t>(r)] != all[0])
                 throw std::runtime_error("rank " + std::to_string(r) + "'s " + p.name() +
-                                         " weights differ from rank 0's (checksums " + all[static_cast<size_t>(r)].dump() +
-                                         " vs " + all[0].dump() + "): the ranks loaded different models or adapters");
+                                         " weights differ from rank 0's (checksums " +
+                                         all[static_cast<size_t>(r)].dump() + " vs " + all[0].dump() +
+                                         "): the ranks loaded different models or adapters");
     }
     // The leader's trainable weights on every rank, and a fresh optimizer over them.
     void share_weights(Policy& p) {
@@ -485,8 +498,13 @@ private:
         json a = json::array();
         for (size_t i = 0; i < j.rollouts.size(); ++i) {
             const Rollout& r = j.rollouts[i];
-            a.push_back({{"task", r.task}, {"sample", r.sample}, {"ids", r.completion_ids}, {"logprobs", r.sampler_logprobs},
-                         {"stopped", r.stopped}, {"text", r.text}, {"verdict", judged ? j.verdicts[i] : json(nullptr)}});
+            a.push_back({{"task", r.task},
+                         {"sample", r.sample},
+                         {"ids", r.completion_ids},
+                         {"logprobs", r.sampler_logprobs},
+                         {"stopped", r.stopped},
+                         {"text", r.text},
+                         {"verdict", judged ? j.verdicts[i] : json(nullptr)}});
         }
         return a;
     }
@@ -514,8 +532,8 @@ private:
         std::string name;  // the same on every rank: names the shared counters and results
         std::vector<Candidate> cands;
         json known;  // per candidate: null (validate it), "stored" (this submission stored it), or its verdict
-        std::vector<std::vector<size_t>> dups;  // per candidate: the earlier ones it is a near-duplicate of
-        std::atomic<bool> decided{false};       // the caller has what it needs: take no more candidates
+        std::vector<std::vector<size_t>> dups;   // per candidate: the earlier ones it is a near-duplicate of
+        std::atomic<bool> decided{false};        // the caller has what it needs: take no more candidates
         std::atomic<int64_t> next{0}, valid{0};  // one process: the counters the ranks share otherwise
         std::mutex mu;                           // one process: results by candidate, published below
         std::condition_variable cv;
@@ -542,7 +560,8 @@ private:
         }
         json j = json::parse(value);
         if (j.contains("error"))
-            throw std::runtime_error("validating candidate " + std::to_string(k) + " failed: " + j["error"].get<std::string>());
+            throw std::runtime_error("validating candidate " + std::to_string(k) +
+                                     " failed: " + j["error"].get<std::string>());
         return j;
     }
 
@@ -614,7 +633,8 @@ private:
                 }
             }
         };
-        for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t) validation_threads_.emplace_back(work);
+        for (int t = 0; t < std::min<int64_t>(cfg_.propose.validation_workers, n); ++t)
+            validation_threads_.emplace_back(work);
         // What is stored: every candidate, or the numbers up to the `enough`-th valid one (none was stored
         // before then, and every number below it was taken: numbers are taken in order, and no worker
         // stops taking while fewer than `enough` have come out valid).
@@ -640,8 +660,9 @@ private:
             for (size_t i = 0; i < end; ++i) {
                 std::optional<TaskValidation> v;
                 if (!validations[i].is_null()) v = TaskValidation::from_json(validations[i]);
-                stored_records.push_back(to_json(pipeline_->submit(r->cands[i].source, r->cands[i].apis, r->cands[i].level,
-                                                                   origin, submission(it), v ? &*v : nullptr)));
+                stored_records.push_back(
+                    to_json(pipeline_->submit(r->cands[i].source, r->cands[i].apis, r->cands[i].level, origin,
+                                              submission(it), v ? &*v : nullptr)));
             }
         std::vector<TaskRecord> out;
         for (const auto& t : from_leader(stored_records)) out.push_back(task_of(t));
@@ -686,8 +707,8 @@ private:
             set_keys.push_back("set" + std::to_string(s) + "-" + short_hash(joined + std::to_string(level)));
         }
         const int Gp = pc.samples_per_set;
-        CoderStepConfig pcfg = coder_cfg(Gp, pc.max_new_tokens, pc.temperature, pc.top_p,
-                                         derive_seed(cfg_.seed, it, kProposeStage, 1));
+        CoderStepConfig pcfg =
+            coder_cfg(Gp, pc.max_new_tokens, pc.temperature, pc.top_p, derive_seed(cfg_.seed, it, kProposeStage, 1));
         CoderStepStats pst;
         auto t0 = std::chrono::steady_clock::now();
         auto lap = [&t0] {  // seconds since the last lap: the stage's parts, in the metrics
@@ -717,7 +738,8 @@ private:
         if (!cands.empty()) {
             Progress bar("propose: validating " + std::to_string(cands.size()) + " modules", 1);
             auto recs = validate_and_store(
-                static_cast<int64_t>(cands.size()), [&](int64_t k) { return cands[static_cast<size_t>(k)]; }, 0, "proposer", it);
+                static_cast<int64_t>(cands.size()), [&](int64_t k) { return cands[static_cast<size_t>(k)]; }, 0,
+                "proposer", it);
             for (size_t k = 0; k < recs.size(); ++k) {
                 tasks[parsed_index[k]] = recs[k];
                 outcomes[parsed_index[k]].valid = recs[k].valid;
@@ -811,7 +833,9 @@ private:
                 r.reward = rewards[i];
                 r.advantage = adv[static_cast<size_t>(j)];
                 r.in_loss = !flat && !r.completion_ids.empty() && !(cfg_.coder_phase.mask_overlong && !r.stopped);
-                json v = {{"parsed", outcomes[i].parsed}, {"valid", outcomes[i].valid}, {"apis", sets[s].apis},
+                json v = {{"parsed", outcomes[i].parsed},
+                          {"valid", outcomes[i].valid},
+                          {"apis", sets[s].apis},
                           {"level", sets[s].level}};
                 if (tasks[i]) {
                     v["task_id"] = tasks[i]->id;
@@ -824,8 +848,8 @@ private:
         }
         append(out);
         const auto [set_begin, set_end] = block(sets.size());
-        update_policy(proposer_->model(), proposer_->optimizer(), prompts, rows_of(proposals, set_begin, set_end), pcfg, pst,
-                      dp_);
+        update_policy(proposer_->model(), proposer_->optimizer(), prompts, rows_of(proposals, set_begin, set_end), pcfg,
+                      pst, dp_);
 
         std::vector<StoredTask> band;
         for (const auto& t : modules)
@@ -927,8 +951,8 @@ private:
                 const Rollout& r = j.rollouts[i];
                 if (!r.outcome.infra_error) ++judged[r.task], passed[r.task] += r.outcome.correct;
                 if (r.outcome.correct && r.outcome.speedup_eager) speedups.push_back(*r.outcome.speedup_eager);
-                out.push_back(record(it, "coder", tasks[r.task].hash, first + r.sample, prompts[r.task], r, j.verdicts[i],
-                                     version("coder", it)));
+                out.push_back(record(it, "coder", tasks[r.task].hash, first + r.sample, prompts[r.task], r,
+                                     j.verdicts[i], version("coder", it)));
             }
             append(out);
             if (!j.replayed) add_attempts(tasks, j, "coder@iter-" + std::to_string(it - 1));
@@ -939,24 +963,25 @@ private:
             update_policy(coder_->model(), coder_->optimizer(), prompts, rows_of(j.rollouts, begin, end), c, st, dp_);
             double geo = 0;
             for (double x : speedups) geo += std::log(x);
-            steps.push_back({{"step", s},
-                             {"completions", st.completions},
-                             {"correct", st.correct},
-                             {"pass_rate", st.completions ? static_cast<double>(st.correct) / st.completions : 0.0},
-                             {"mean_reward", st.mean_reward},
-                             {"groups", st.groups},
-                             {"zero_signal_groups", st.zero_signal_groups},
-                             {"gate_open_rate", st.groups ? static_cast<double>(st.gate_open_groups) / st.groups : 0.0},
-                             {"geomean_speedup", speedups.empty() ? json(nullptr) : json(std::exp(geo / speedups.size()))},
-                             {"loss", st.loss},
-                             {"kl", st.kl},
-                             {"clip_fraction", st.clip_fraction},
-                             {"grad_norm", st.grad_norm},
-                             {"loss_tokens", st.loss_tokens},
-                             {"updated", st.updated},
-                             {"replayed", j.replayed},
-                             {"generate_s", st.generate_s},
-                             {"update_s", st.update_s}});
+            steps.push_back(
+                {{"step", s},
+                 {"completions", st.completions},
+                 {"correct", st.correct},
+                 {"pass_rate", st.completions ? static_cast<double>(st.correct) / st.completions : 0.0},
+                 {"mean_reward", st.mean_reward},
+                 {"groups", st.groups},
+                 {"zero_signal_groups", st.zero_signal_groups},
+                 {"gate_open_rate", st.groups ? static_cast<double>(st.gate_open_groups) / st.groups : 0.0},
+                 {"geomean_speedup", speedups.empty() ? json(nullptr) : json(std::exp(geo / speedups.size()))},
+                 {"loss", st.loss},
+                 {"kl", st.kl},
+                 {"clip_fraction", st.clip_fraction},
+                 {"grad_norm", st.grad_norm},
+                 {"loss_tokens", st.loss_tokens},
+                 {"updated", st.updated},
+                 {"replayed", j.replayed},
+                 {"generate_s", st.generate_s},
+                 {"update_s", st.update_s}});
             bar.advance();
         }
         m["coder"] = {{"steps", steps}};
@@ -977,7 +1002,8 @@ private:
         SamplingParams sp;
         sp.temperature = cfg_.eval.temperature;
         sp.seed = derive_seed(cfg_.seed, it, kEvalStage);
-        bo.settings = {{"temperature", sp.temperature}, {"max_new_tokens", cfg_.eval.max_new_tokens},
+        bo.settings = {{"temperature", sp.temperature},
+                       {"max_new_tokens", cfg_.eval.max_new_tokens},
                        {"model_version", "coder@iter-" + std::to_string(it)}};
         PolicySource source(coder_->model(), coder_->tokenizer(), coder_->stops(), sp, cfg_.eval.max_new_tokens, 8,
                             "coder@iter-" + std::to_string(it));
@@ -1012,7 +1038,8 @@ private:
         coder_->restore(dir + "/coder");
         if (proposer_) proposer_->restore(dir + "/proposer");
         frontier_.from_json(state.at("frontier"));
-        if (state.contains("batch_correct_ema")) rewards_.set_batch_correct_ema(state["batch_correct_ema"].get<double>());
+        if (state.contains("batch_correct_ema"))
+            rewards_.set_batch_correct_ema(state["batch_correct_ema"].get<double>());
         // A no-op unless the crash came between checkpoint and metrics.
         if (leader()) run_->record_metrics(it, state.at("metrics"));
         std::fprintf(stderr, "[train] resumed after iteration %lld\n", static_cast<long long>(it));
@@ -1045,7 +1072,7 @@ private:
     std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
-    int64_t validation_rounds_ = 0;  // validate_and_store calls so far: names their shared counters
+    int64_t validation_rounds_ = 0;                    // validate_and_store calls so far: names their shared counters
     double verify_s_ = 0;
     // The last validate_and_store call's workers: some may still be finishing a validation it did not
     // need. Declared last, so joined first: they use the pipeline, the validator and dp_.

@@ -26,8 +26,12 @@ RolloutOutcome outcome_of_json(const nlohmann::json& v) {
     return o;
 }
 
-VerifierJudge::VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight)
-    : verifier_(verifier), tasks_(std::move(task_sources)), backend_(std::move(backend)), in_flight_(std::max(1, in_flight)) {}
+VerifierJudge::VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend,
+                             int in_flight)
+    : verifier_(verifier),
+      tasks_(std::move(task_sources)),
+      backend_(std::move(backend)),
+      in_flight_(std::max(1, in_flight)) {}
 
 std::vector<RolloutOutcome> VerifierJudge::operator()(const std::vector<std::pair<size_t, std::string>>& items) {
     verdicts_.assign(items.size(), Verdict{});
@@ -35,7 +39,8 @@ std::vector<RolloutOutcome> VerifierJudge::operator()(const std::vector<std::pai
     std::vector<Job> jobs(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
         const auto& [task, text] = items[i];
-        if (task >= tasks_.size()) throw std::out_of_range("judge: task index " + std::to_string(task) + " out of range");
+        if (task >= tasks_.size())
+            throw std::out_of_range("judge: task index " + std::to_string(task) + " out of range");
         Extraction ex = extract_candidate(text);
         if (!ex.ok()) {
             verdicts_[i] = early_verdict(Status::format_error, ex.reason, verifier_.options().device, backend_);
@@ -49,7 +54,8 @@ std::vector<RolloutOutcome> VerifierJudge::operator()(const std::vector<std::pai
         for (size_t k; (k = next++) < to_verify.size();) verdicts_[to_verify[k]] = verifier_.verify(jobs[to_verify[k]]);
     };
     std::vector<std::thread> threads;
-    for (int t = 0; t < std::min<int>(in_flight_, static_cast<int>(to_verify.size())); ++t) threads.emplace_back(worker);
+    for (int t = 0; t < std::min<int>(in_flight_, static_cast<int>(to_verify.size())); ++t)
+        threads.emplace_back(worker);
     for (auto& t : threads) t.join();
     verified_ = to_verify.size();
     std::vector<RolloutOutcome> out;

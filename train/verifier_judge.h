@@ -15,7 +15,8 @@ namespace kz {
 class VerifierJudge {
 public:
     // `task_sources` indexed as the step's tasks; backend "triton" | "cuda".
-    VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend, int in_flight = 4);
+    VerifierJudge(VerifyService& verifier, std::vector<std::string> task_sources, std::string backend,
+                  int in_flight = 4);
     std::vector<RolloutOutcome> operator()(const std::vector<std::pair<size_t, std::string>>& items);
     // The verdicts of the last call, in its order.
     const std::vector<Verdict>& verdicts() const { return verdicts_; }

@@ -86,8 +86,7 @@ std::set<std::string> finished_ids(const std::string& out_path) {
             json j = json::parse(line);
             if (j.is_object() && j.contains("id") && j.value("status", "") != "infra_error")
                 ids.insert(j["id"].get<std::string>());
-        } catch (const json::exception&) {
-        }
+        } catch (const json::exception&) {}
     }
     return ids;
 }
@@ -97,9 +96,12 @@ namespace {
 std::string fmt_duration(double s) {
     int t = static_cast<int>(s);
     char buf[32];
-    if (t >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
-    else std::snprintf(buf, sizeof buf, "%ds", t);
+    if (t >= 3600)
+        std::snprintf(buf, sizeof buf, "%dh%02dm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%ds", t);
     return buf;
 }
 
@@ -146,8 +148,10 @@ BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const 
     BatchSummary summary;
     std::vector<const BatchJob*> todo;
     for (auto& j : jobs) {
-        if (done_ids.count(j.job.id)) ++summary.skipped;
-        else todo.push_back(&j);
+        if (done_ids.count(j.job.id))
+            ++summary.skipped;
+        else
+            todo.push_back(&j);
     }
     summary.total = static_cast<int>(todo.size());
     Progress progress(summary.total, opts.progress);
@@ -173,10 +177,10 @@ BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const 
                 if (next >= todo.size() || stop || interrupted) return;
                 bj = todo[next++];
             }
-            Verdict v = bj->error.empty()
-                            ? verifier.verify(bj->job)
-                            : early_verdict(bj->error.rfind("task", 0) == 0 ? Status::infra_error : Status::format_error,
-                                            bj->error, verifier.options().device, bj->job.backend);
+            Verdict v = bj->error.empty() ? verifier.verify(bj->job)
+                                          : early_verdict(bj->error.rfind("task", 0) == 0 ? Status::infra_error
+                                                                                          : Status::format_error,
+                                                          bj->error, verifier.options().device, bj->job.backend);
             if (stop || interrupted) return;  // cut short: its verdict would be an artefact of the kill
             record(*bj, v);
         }

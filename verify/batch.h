@@ -1,4 +1,5 @@
-// `kernelzero verify --jobs JOBS.jsonl --out RESULTS.jsonl`: a batch of jobs through one verifier (in-process or a farm: verify/service.h).
+// `kernelzero verify --jobs JOBS.jsonl --out RESULTS.jsonl`: a batch of jobs through one verifier (in-process or a
+// farm: verify/service.h).
 //
 // Each input line is {"id", "task", "candidate", "backend"} (paths relative to the jobs file, or
 // inline sources). Each result is one line {"id", ...verdict} appended and fsync'ed as soon as the job
@@ -26,8 +27,8 @@ struct BatchJob {
 
 struct BatchOptions {
     std::string jobs_path, out_path;
-    int threads = 2;          // jobs in flight (compile and run stages overlap across them)
-    bool progress = true;     // progress bar on stderr
+    int threads = 2;       // jobs in flight (compile and run stages overlap across them)
+    bool progress = true;  // progress bar on stderr
 };
 
 struct BatchSummary {

@@ -21,7 +21,9 @@ constexpr int64_t kAllocatorFloor = 256 * kMiB;
 // A candidate may need somewhat more than the reference (its own buffers, other algorithms).
 constexpr double kCandidateHeadroom = 1.5;
 
-int64_t with_slack(int64_t bytes) { return static_cast<int64_t>(static_cast<double>(bytes) * kAllocatorSlack) + kAllocatorFloor; }
+int64_t with_slack(int64_t bytes) {
+    return static_cast<int64_t>(static_cast<double>(bytes) * kAllocatorSlack) + kAllocatorFloor;
+}
 
 // A byte count from a worker's reply; -1 when absent, negative or beyond any device (2^50).
 int64_t bytes_of(const json& j, const char* key) {

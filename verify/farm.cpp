@@ -90,7 +90,8 @@ std::string settings_difference(const json& job, const json& daemon) {
     if (!job.is_object()) return "the job carries no settings";
     for (auto& [k, v] : job.items()) {
         json d = daemon.is_object() && daemon.contains(k) ? daemon[k] : json(nullptr);
-        if (d != v) diff += (diff.empty() ? "" : ", ") + k + ": the job asks " + v.dump() + ", the daemon has " + d.dump();
+        if (d != v)
+            diff += (diff.empty() ? "" : ", ") + k + ": the job asks " + v.dump() + ", the daemon has " + d.dump();
     }
     return diff;
 }
@@ -98,7 +99,9 @@ std::string settings_difference(const json& job, const json& daemon) {
 // ---- the client
 
 FarmClient::FarmClient(FarmOptions farm, VerifyOptions requested)
-    : farm_(std::move(farm)), requested_(std::move(requested)), settings_(verdict_settings(requested_)),
+    : farm_(std::move(farm)),
+      requested_(std::move(requested)),
+      settings_(verdict_settings(requested_)),
       client_id_(host_name() + "-" + std::to_string(::getpid()) + "-" + random_hex(6)) {}
 
 FarmClient::~FarmClient() { shutdown(); }
@@ -126,12 +129,9 @@ void FarmClient::shutdown() {
 
 std::string FarmClient::submit(const Job& job) {
     const std::string farm_id = client_id_ + "-" + std::to_string(counter_++);
-    json j = {{"farm_id", farm_id},
-              {"id", job.id},
-              {"task", job.task_source},
-              {"candidate", job.candidate_source},
-              {"backend", job.backend},
-              {"timeout_s", job.timeout_s > 0 ? job.timeout_s : requested_.timeout_s},
+    json j = {{"farm_id", farm_id},      {"id", job.id},
+              {"task", job.task_source}, {"candidate", job.candidate_source},
+              {"backend", job.backend},  {"timeout_s", job.timeout_s > 0 ? job.timeout_s : requested_.timeout_s},
               {"settings", settings_}};
     {
         std::lock_guard lock(mu_);
@@ -158,8 +158,9 @@ Verdict FarmClient::wait(const std::string& farm_id) {
     std::unique_ptr<Verdict> v = it != pending_.end() ? std::move(it->second) : nullptr;
     if (it != pending_.end()) pending_.erase(it);
     if (v) return *v;
-    const std::string why = arrived ? "the farm client was shut down"
-                                    : "no verdict from the farm within " + std::to_string(farm_.wait_for.count()) + " s";
+    const std::string why = arrived
+                                ? "the farm client was shut down"
+                                : "no verdict from the farm within " + std::to_string(farm_.wait_for.count()) + " s";
     return early_verdict(Status::infra_error, why, requested_.device, "");
 }
 
@@ -195,9 +196,9 @@ void FarmClient::poll_loop() {
                     try {
                         it->second = std::make_unique<Verdict>(Verdict::from_json(json::parse(r.elements[k].str)));
                     } catch (const std::exception& e) {
-                        it->second = std::make_unique<Verdict>(
-                            early_verdict(Status::infra_error, std::string("unreadable verdict from the farm: ") + e.what(),
-                                          requested_.device, ""));
+                        it->second = std::make_unique<Verdict>(early_verdict(
+                            Status::infra_error, std::string("unreadable verdict from the farm: ") + e.what(),
+                            requested_.device, ""));
                     }
                 }
             }
@@ -261,8 +262,7 @@ public:
         for (auto& t : threads) t.join();
         try {
             c.command({"DEL", daemon_key(o_.farm, name_)});
-        } catch (const RedisError&) {
-        }
+        } catch (const RedisError&) {}
         return 0;
     }
 
@@ -279,12 +279,21 @@ private:
         std::string devices;
         for (const auto& d : o_.devices) devices += (devices.empty() ? "" : ",") + d;
         const std::string key = daemon_key(o_.farm, name_);
-        c.command({"HSET", key, "name", name_, "host", host_name(), "pid", std::to_string(::getpid()), "devices", devices,
-                   "workers", std::to_string(o_.workers), "started", std::to_string(started_), "last_seen",
-                   std::to_string(now_unix()), "jobs_done", std::to_string(st_.done.load()), "reclaimed",
-                   std::to_string(st_.reclaimed.load()), "duplicates", std::to_string(st_.duplicates.load()), "malformed",
-                   std::to_string(st_.malformed.load()), "in_flight", std::to_string(ids.size()), "busy_s",
-                   std::to_string(busy_s), "settings", settings_.dump()});
+        c.command({"HSET",       key,
+                   "name",       name_,
+                   "host",       host_name(),
+                   "pid",        std::to_string(::getpid()),
+                   "devices",    devices,
+                   "workers",    std::to_string(o_.workers),
+                   "started",    std::to_string(started_),
+                   "last_seen",  std::to_string(now_unix()),
+                   "jobs_done",  std::to_string(st_.done.load()),
+                   "reclaimed",  std::to_string(st_.reclaimed.load()),
+                   "duplicates", std::to_string(st_.duplicates.load()),
+                   "malformed",  std::to_string(st_.malformed.load()),
+                   "in_flight",  std::to_string(ids.size()),
+                   "busy_s",     std::to_string(busy_s),
+                   "settings",   settings_.dump()});
         c.command({"EXPIRE", key, std::to_string(3 * o_.farm.heartbeat.count() + 1)});
         c.command({"SADD", daemons_key(o_.farm), name_});
         if (!ids.empty()) {
@@ -303,7 +312,8 @@ private:
         while (!stop_) {
             try {
                 Entry e;
-                auto claimed = c.command({"XAUTOCLAIM", jobs_key(o_.farm), kGroup, name_, idle_ms, "0-0", "COUNT", "1"});
+                auto claimed =
+                    c.command({"XAUTOCLAIM", jobs_key(o_.farm), kGroup, name_, idle_ms, "0-0", "COUNT", "1"});
                 if (claimed.elements.size() > 1 && !claimed.elements[1].elements.empty()) {
                     e = entry_of(claimed.elements[1].elements[0]);
                     if (!e.id.empty()) ++st_.reclaimed;
@@ -322,8 +332,7 @@ private:
                 if (std::string(err.what()).find("NOGROUP") != std::string::npos) {
                     try {
                         ensure_group(c, o_.farm);
-                    } catch (const RedisError&) {
-                    }
+                    } catch (const RedisError&) {}
                     continue;
                 }
                 std::fprintf(stderr, "[daemon %s] %s\n", name_.c_str(), err.what());
@@ -348,8 +357,8 @@ private:
             key = verdict_key(o_.farm, job.at("farm_id").get<std::string>());
         } catch (const std::exception& ex) {
             key = verdict_key(o_.farm, "entry-" + e.id);
-            verdict = early_verdict(Status::infra_error, std::string("malformed job (stream entry ") + e.id + "): " + ex.what(),
-                                    device, "")
+            verdict = early_verdict(Status::infra_error,
+                                    std::string("malformed job (stream entry ") + e.id + "): " + ex.what(), device, "")
                           .to_json();
             ++st_.malformed;
         }
@@ -373,7 +382,8 @@ private:
                     else
                         verdict = verifier.verify(j).to_json();
                 } catch (const std::exception& ex) {
-                    verdict = early_verdict(Status::infra_error, std::string("malformed job: ") + ex.what(), device, "").to_json();
+                    verdict = early_verdict(Status::infra_error, std::string("malformed job: ") + ex.what(), device, "")
+                                  .to_json();
                     ++st_.malformed;
                 }
             }
@@ -414,7 +424,8 @@ json farm_status(const FarmOptions& farm) {
         if (p.elements.size() >= 4) {
             pending["total"] = p.elements[0].number;
             for (const auto& cons : p.elements[3].elements)
-                if (cons.elements.size() == 2) pending["by_daemon"][cons.elements[0].str] = std::stoll(cons.elements[1].str);
+                if (cons.elements.size() == 2)
+                    pending["by_daemon"][cons.elements[0].str] = std::stoll(cons.elements[1].str);
         }
     } catch (const RedisError&) {  // no group yet: nothing pending
     }
@@ -426,9 +437,12 @@ json farm_status(const FarmOptions& farm) {
         for (size_t i = 0; i + 1 < h.elements.size(); i += 2) {
             const std::string& k = h.elements[i].str;
             const std::string& v = h.elements[i + 1].str;
-            if (k == "settings") d[k] = json::parse(v, nullptr, false);
-            else if (k == "name" || k == "host" || k == "devices") d[k] = v;
-            else d[k] = json::parse(v, nullptr, false).is_number() ? json::parse(v) : json(v);
+            if (k == "settings")
+                d[k] = json::parse(v, nullptr, false);
+            else if (k == "name" || k == "host" || k == "devices")
+                d[k] = v;
+            else
+                d[k] = json::parse(v, nullptr, false).is_number() ? json::parse(v) : json(v);
         }
         daemons.push_back(d);
     }

@@ -36,14 +36,14 @@
 namespace kz {
 
 struct FarmOptions {
-    std::string url;                                 // redis://host:port[/db]
+    std::string url;  // redis://host:port[/db]
     std::string prefix = "kz:farm";
-    int max_queued = 1024;                           // client: stream entries before submit waits
+    int max_queued = 1024;  // client: stream entries before submit waits
     std::chrono::seconds verdict_ttl{24 * 3600};
-    std::chrono::seconds claim_idle{60};             // daemon: take over entries idle this long
-    std::chrono::seconds heartbeat{5};               // daemon: statistics and in-flight renewal
-    std::chrono::seconds wait_for{4 * 3600};         // client: longest wait for one verdict
-    std::chrono::seconds broker_retry{300};          // both: how long a lost broker is waited for
+    std::chrono::seconds claim_idle{60};      // daemon: take over entries idle this long
+    std::chrono::seconds heartbeat{5};        // daemon: statistics and in-flight renewal
+    std::chrono::seconds wait_for{4 * 3600};  // client: longest wait for one verdict
+    std::chrono::seconds broker_retry{300};   // both: how long a lost broker is waited for
 };
 
 // The settings a verdict depends on, as they travel in a job and in a daemon's heartbeat.
@@ -84,10 +84,10 @@ private:
 
 struct DaemonOptions {
     FarmOptions farm;
-    VerifyOptions verify;                // device is replaced by each of `devices`
+    VerifyOptions verify;  // device is replaced by each of `devices`
     std::vector<std::string> devices = {"cpu"};
-    int workers = 1;                     // jobs in flight per device
-    std::string name;                    // consumer name; default host-pid
+    int workers = 1;   // jobs in flight per device
+    std::string name;  // consumer name; default host-pid
 };
 
 // Serves jobs until `stop`; returns 0, or throws std::runtime_error when the broker or the local

@@ -38,10 +38,22 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 RedisReply copy(const redisReply* r) {
     RedisReply out;
     switch (r->type) {
-        case REDIS_REPLY_STRING: out.type = RedisReply::string; out.str.assign(r->str, r->len); break;
-        case REDIS_REPLY_STATUS: out.type = RedisReply::status; out.str.assign(r->str, r->len); break;
-        case REDIS_REPLY_ERROR: out.type = RedisReply::error; out.str.assign(r->str, r->len); break;
-        case REDIS_REPLY_INTEGER: out.type = RedisReply::integer; out.number = r->integer; break;
+        case REDIS_REPLY_STRING:
+            out.type = RedisReply::string;
+            out.str.assign(r->str, r->len);
+            break;
+        case REDIS_REPLY_STATUS:
+            out.type = RedisReply::status;
+            out.str.assign(r->str, r->len);
+            break;
+        case REDIS_REPLY_ERROR:
+            out.type = RedisReply::error;
+            out.str.assign(r->str, r->len);
+            break;
+        case REDIS_REPLY_INTEGER:
+            out.type = RedisReply::integer;
+            out.number = r->integer;
+            break;
         case REDIS_REPLY_ARRAY:
             out.type = RedisReply::array;
             for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(copy(r->element[i]));
@@ -120,7 +132,8 @@ RedisReply RedisConn::command(const std::vector<std::string>& args, std::chrono:
             if (ctx_) throw;  // an error reply on a live connection: the command itself is wrong
             last_error = e.what();
         }
-        if (cancel_ && *cancel_) throw RedisError("stopped while waiting for Redis at " + url_.to_string() + ": " + last_error);
+        if (cancel_ && *cancel_)
+            throw RedisError("stopped while waiting for Redis at " + url_.to_string() + ": " + last_error);
         if (std::chrono::steady_clock::now() > deadline)
             throw RedisError("Redis at " + url_.to_string() + " unreachable for " + std::to_string(retry_for_.count()) +
                              " s: " + last_error);

@@ -28,8 +28,8 @@ struct RedisUrl {
 
 struct RedisReply {
     enum Type { nil, string, integer, array, status, error } type = nil;
-    std::string str;  // string, status, error
-    long long number = 0;  // integer
+    std::string str;                   // string, status, error
+    long long number = 0;              // integer
     std::vector<RedisReply> elements;  // array
 };
 

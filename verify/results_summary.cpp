@@ -32,8 +32,11 @@ static json spread_json(const Spread& s) {
 }
 
 json ResultsSummary::to_json() const {
-    json j = {{"jobs", jobs}, {"by_status", by_status}, {"total_s", spread_json(total_s)},
-              {"compile_s", spread_json(compile_s)}, {"runtime_ms", spread_json(runtime_ms)}};
+    json j = {{"jobs", jobs},
+              {"by_status", by_status},
+              {"total_s", spread_json(total_s)},
+              {"compile_s", spread_json(compile_s)},
+              {"runtime_ms", spread_json(runtime_ms)}};
     if (!speedups.empty()) {
         double logsum = 0;
         for (double s : speedups) logsum += std::log(s);
@@ -51,8 +54,7 @@ ResultsSummary summarize_results(const std::string& path) {
         try {
             json j = json::parse(line);
             if (j.is_object() && j.contains("id")) last[j["id"].get<std::string>()] = j;
-        } catch (const json::exception&) {
-        }
+        } catch (const json::exception&) {}
     }
     ResultsSummary s;
     std::vector<double> total, compile, runtime;

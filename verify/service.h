@@ -14,9 +14,9 @@
 namespace kz {
 
 struct VerifyOptions {
-    std::string device = "cpu";            // cpu | cuda | cuda:N
+    std::string device = "cpu";  // cpu | cuda | cuda:N
     int trials = 5;
-    int timing_iters = 0;                  // the most timed iterations of one measurement; 0: the device's
+    int timing_iters = 0;  // the most timed iterations of one measurement; 0: the device's
     // Adaptive timing: after min_timing_iters, a measurement stops once its median is known to
     // +-timing_precision (relative half-width of a ~95% interval) or its timed iterations add up
     // to timing_budget_ms. Baselines and candidates are timed alike.
@@ -25,27 +25,27 @@ struct VerifyOptions {
     double timing_budget_ms = 1000;
     int warmup = 3;
     bool strict = true;
-    double timeout_s = 120;                // one candidate run (trials, timing, checks)
-    double compile_timeout_s = 900;        // one ahead-of-time build (load_inline takes a minute)
+    double timeout_s = 120;          // one candidate run (trials, timing, checks)
+    double compile_timeout_s = 900;  // one ahead-of-time build (load_inline takes a minute)
     double min_kernel_share = 0.5;
     double speedup_review_bound = 10.0;
-    bool require_custom_kernel = true;     // see AssemblyPolicy
-    int compile_baseline = -1;             // -1: the device's (with_device_defaults); 0 off; 1 on
-    double atol = 1e-2, rtol = 1e-2;       // fp32 tolerances
-    int lanes = 1;                         // reference + candidate worker pairs; 0: auto_lanes()
-    int compile_workers = 1;               // 0: as many as lanes
+    bool require_custom_kernel = true;  // see AssemblyPolicy
+    int compile_baseline = -1;          // -1: the device's (with_device_defaults); 0 off; 1 on
+    double atol = 1e-2, rtol = 1e-2;    // fp32 tolerances
+    int lanes = 1;                      // reference + candidate worker pairs; 0: auto_lanes()
+    int compile_workers = 1;            // 0: as many as lanes
     // Device memory the verifier's jobs may use at once; 0: what is free once its workers are up,
     // less a margin (verify/device_memory.h).
     int64_t device_memory_bytes = 0;
     // Device memory that others in this process take beside the verifier's jobs after it started
     // (the trainer's task validators): left out of the measured capacity.
     int64_t reserved_device_bytes = 0;
-    int spare_children = 1;                // warm candidate children kept ready per lane
+    int spare_children = 1;  // warm candidate children kept ready per lane
     int max_attempts = 3;
-    std::string cache_dir;                 // build cache and baselines.sqlite; default_cache_dir() if empty
-    std::string work_dir;                  // scratch; a fresh directory under /tmp if empty
+    std::string cache_dir;                    // build cache and baselines.sqlite; default_cache_dir() if empty
+    std::string work_dir;                     // scratch; a fresh directory under /tmp if empty
     std::vector<std::string> worker_command;  // default: {python, "-m", "kernelzero.worker"}
-    std::string python_dir;                // PYTHONPATH for the workers
+    std::string python_dir;                   // PYTHONPATH for the workers
 };
 
 // The defaults, for option parsers that show them.
@@ -55,8 +55,8 @@ struct Job {
     std::string id;
     std::string task_source;
     std::string candidate_source;
-    std::string backend;  // cuda | triton
-    double timeout_s = 0; // one candidate run; 0: the verifier's default
+    std::string backend;   // cuda | triton
+    double timeout_s = 0;  // one candidate run; 0: the verifier's default
 };
 
 class VerifyService {

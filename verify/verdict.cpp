@@ -30,9 +30,7 @@ std::optional<Status> status_from_string(const std::string& s) {
     return std::nullopt;
 }
 
-static json opt(const std::optional<double>& v) {
-    return v && std::isfinite(*v) ? json(*v) : json(nullptr);
-}
+static json opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
 
 json Verdict::to_json() const {
     json j;
@@ -43,8 +41,8 @@ json Verdict::to_json() const {
     j["max_abs_err"] = opt(max_abs_err);
     j["max_rel_err"] = opt(max_rel_err);
     if (runtime_ms)
-        j["runtime_ms"] = {{"median", runtime_ms->median}, {"min", runtime_ms->min}, {"max", runtime_ms->max},
-                           {"n", runtime_ms->n}};
+        j["runtime_ms"] = {
+            {"median", runtime_ms->median}, {"min", runtime_ms->min}, {"max", runtime_ms->max}, {"n", runtime_ms->n}};
     else
         j["runtime_ms"] = nullptr;
     j["timing_source"] = timing_source.empty() ? json(nullptr) : json(timing_source);
@@ -85,10 +83,11 @@ Verdict Verdict::from_json(const json& j) {
         v.max_rel_err = num("max_rel_err");
         if (j.contains("runtime_ms") && j["runtime_ms"].is_object()) {
             const auto& r = j["runtime_ms"];
-            v.runtime_ms = RuntimeStats{r.at("median").get<double>(), r.at("min").get<double>(), r.at("max").get<double>(),
-                                        r.at("n").get<int>()};
+            v.runtime_ms = RuntimeStats{r.at("median").get<double>(), r.at("min").get<double>(),
+                                        r.at("max").get<double>(), r.at("n").get<int>()};
         }
-        v.timing_source = j.contains("timing_source") && j["timing_source"].is_string() ? j["timing_source"].get<std::string>() : "";
+        v.timing_source =
+            j.contains("timing_source") && j["timing_source"].is_string() ? j["timing_source"].get<std::string>() : "";
         v.ref_eager_ms = num("ref_eager_ms");
         v.ref_compile_ms = num("ref_compile_ms");
         v.speedup_eager = num("speedup_eager");
@@ -159,7 +158,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     v.stages = r.stages;
     v.memory = r.memory;
     if (v.memory.is_object() && r.run.is_object() && r.run.contains("memory")) v.memory["candidate"] = r.run["memory"];
-    if (r.run.is_object() && r.run.contains("stages") && r.run["stages"].is_object()) v.stages["candidate"] = r.run["stages"];
+    if (r.run.is_object() && r.run.contains("stages") && r.run["stages"].is_object())
+        v.stages["candidate"] = r.run["stages"];
     const bool on_cpu = r.device.rfind("cpu", 0) == 0;
     const json& c = r.compile;
 
@@ -176,7 +176,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.reason = static_reasons;
         return v;
     }
-    if (auto ck = v.checks.find("custom_kernel"); !policy.require_custom_kernel && ck != v.checks.end() && ck->second == "fail")
+    if (auto ck = v.checks.find("custom_kernel");
+        !policy.require_custom_kernel && ck != v.checks.end() && ck->second == "fail")
         ck->second = "skip";
     for (auto& [name, val] : v.checks) {
         if (val == "fail") {
@@ -238,10 +239,11 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     // Kernels launched from C++ (load_inline) are seen only by the profiler's measurement after the
     // trials: a run the reference stopped before it (a wrong output) leaves that question open.
     const bool from_cpp = c.is_object() && c.contains("extensions_dir") && c["extensions_dir"].is_string();
-    const bool unanswered = !launched && !on_cpu && from_cpp && !share && run.contains("stopped") &&
-                            run["stopped"].is_string();
-    v.checks["custom_kernel_launched"] =
-        launched ? "pass" : (policy.require_custom_kernel && !unanswered) ? "fail" : "skip";
+    const bool unanswered =
+        !launched && !on_cpu && from_cpp && !share && run.contains("stopped") && run["stopped"].is_string();
+    v.checks["custom_kernel_launched"] = launched                                        ? "pass"
+                                         : (policy.require_custom_kernel && !unanswered) ? "fail"
+                                                                                         : "skip";
     if (!launched && !unanswered && policy.require_custom_kernel)
         rejection = "forward launched none of the candidate's own kernels";
 
@@ -335,7 +337,10 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         if (!judge(t, "trial " + std::to_string(i), "trial " + std::to_string(i) + ": ")) continue;
         ++v.trials_run;
         if (t.value("ok", false)) ++v.trials_passed;
-        if (auto a = num(t, "max_abs_err")) { max_abs = std::max(max_abs, *a); have_err = true; }
+        if (auto a = num(t, "max_abs_err")) {
+            max_abs = std::max(max_abs, *a);
+            have_err = true;
+        }
         if (auto b = num(t, "max_rel_err")) max_rel = std::max(max_rel, *b);
     }
     if (have_err) {
@@ -368,7 +373,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     // 5. Timing and speedups.
     v.runtime_ms = runtime_of(timing);
     if (v.runtime_ms)
-        v.timing_source = on_cpu ? "cpu_interpreter" : (stats(timing.value("event_ms", json())) ? "cuda_events" : "host_clock");
+        v.timing_source =
+            on_cpu ? "cpu_interpreter" : (stats(timing.value("event_ms", json())) ? "cuda_events" : "host_clock");
     if (r.baseline.is_object()) {
         if (auto e = runtime_of(r.baseline.value("eager", json()))) v.ref_eager_ms = e->median;
         if (auto e = runtime_of(r.baseline.value("compiled", json()))) v.ref_compile_ms = e->median;

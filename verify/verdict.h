@@ -46,8 +46,8 @@ struct Verdict {
 };
 
 struct AssemblyPolicy {
-    bool strict = true;              // strict: torch compute in forward is rejected unless declared
-    double min_kernel_share = 0.5;   // strict, on CUDA: least share of GPU time in the candidate's kernels
+    bool strict = true;             // strict: torch compute in forward is rejected unless declared
+    double min_kernel_share = 0.5;  // strict, on CUDA: least share of GPU time in the candidate's kernels
     double speedup_review_bound = 10.0;
     // Off only for the harness self-test (bench --model reference), whose candidate is the reference
     // itself: having and launching no kernel of its own is then reported (skip), not rejected.
@@ -56,12 +56,12 @@ struct AssemblyPolicy {
 
 // Everything the workers said about one job. Missing parts are null.
 struct JobReplies {
-    nlohmann::json compile;    // compile worker: static checks and build
-    nlohmann::json run;        // candidate worker: what the child ran, and why it stopped
-    nlohmann::json compare;    // reference worker: each output's comparison, as the child sent them
-    nlohmann::json baseline;   // cached or fresh reference timings, with the task's memory footprint
-    nlohmann::json memory;     // the device memory admitted for the job (see Verdict::memory)
-    std::string device;        // "cpu" or "cuda:N"
+    nlohmann::json compile;   // compile worker: static checks and build
+    nlohmann::json run;       // candidate worker: what the child ran, and why it stopped
+    nlohmann::json compare;   // reference worker: each output's comparison, as the child sent them
+    nlohmann::json baseline;  // cached or fresh reference timings, with the task's memory footprint
+    nlohmann::json memory;    // the device memory admitted for the job (see Verdict::memory)
+    std::string device;       // "cpu" or "cuda:N"
     std::string backend;
     nlohmann::json stages = nlohmann::json::object();  // controller stage -> seconds
 };

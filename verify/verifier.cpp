@@ -116,17 +116,15 @@ VerifyOptions with_device_defaults(VerifyOptions o) {
 
 int auto_lanes(int host_cores, int64_t device_total_bytes) {
     int lanes = std::clamp(host_cores / 2, 1, 8);
-    if (device_total_bytes > 0) lanes = std::min<int>(lanes, static_cast<int>(std::max<int64_t>(1, device_total_bytes / (16 * kGiB))));
+    if (device_total_bytes > 0)
+        lanes = std::min<int>(lanes, static_cast<int>(std::max<int64_t>(1, device_total_bytes / (16 * kGiB))));
     return lanes;
 }
 
 json Verifier::timing_request_fields() const {
-    return {{"timing_iters", opts_.timing_iters},
-            {"min_iters", opts_.min_timing_iters},
-            {"precision", opts_.timing_precision},
-            {"budget_ms", opts_.timing_budget_ms},
-            {"keep_sets_bytes", kKeptTimingSetBytes},
-            {"lock_path", opts_.work_dir + "/device.lock"}};
+    return {{"timing_iters", opts_.timing_iters},     {"min_iters", opts_.min_timing_iters},
+            {"precision", opts_.timing_precision},    {"budget_ms", opts_.timing_budget_ms},
+            {"keep_sets_bytes", kKeptTimingSetBytes}, {"lock_path", opts_.work_dir + "/device.lock"}};
 }
 
 Verifier::~Verifier() {
@@ -207,8 +205,7 @@ void Verifier::start() {
     }
     std::vector<std::string> errors(all.size());
     std::vector<std::thread> threads;
-    for (size_t i = 0; i < all.size(); ++i)
-        threads.emplace_back([&, i] { all[i]->ensure_started(errors[i]); });
+    for (size_t i = 0; i < all.size(); ++i) threads.emplace_back([&, i] { all[i]->ensure_started(errors[i]); });
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
@@ -221,13 +218,15 @@ void Verifier::start() {
             Reply now = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(60000));
             const json& m = now.body.value("memory", json());
             if (now.status != ReplyStatus::ok || !m.is_object())
-                throw std::runtime_error("the reference worker cannot read the memory of " + opts_.device + ": " + now.detail);
+                throw std::runtime_error("the reference worker cannot read the memory of " + opts_.device + ": " +
+                                         now.detail);
             capacity = device_capacity(m.value("total", int64_t{0}), m.value("free", int64_t{0}), opts_.lanes,
                                        opts_.reserved_device_bytes);
         }
         if (capacity < kGiB)
-            throw std::runtime_error("device " + opts_.device + " leaves " + gib(capacity) + " for the verifier's jobs (" +
-                                     std::to_string(opts_.lanes) + " lanes): fewer lanes, or free the device");
+            throw std::runtime_error("device " + opts_.device + " leaves " + gib(capacity) +
+                                     " for the verifier's jobs (" + std::to_string(opts_.lanes) +
+                                     " lanes): fewer lanes, or free the device");
         budget_ = std::make_unique<DeviceMemoryBudget>(capacity);
     }
 }
@@ -272,11 +271,11 @@ Verdict Verifier::verify(const Job& job) {
 }
 
 json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool& worker_failed) {
-    BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, timing_method_,
-                    opts_.timing_iters, opts_.compile_baseline == 1};
+    BaselineKey key{sha256_hex(job.task_source), device_name_, torch_version_, timing_method_, opts_.timing_iters,
+                    opts_.compile_baseline == 1};
     // Adaptive timing is part of the method: baselines measured otherwise are not reused.
-    key.timing_method += "/adaptive-" + std::to_string(opts_.min_timing_iters) + "-" + json(opts_.timing_precision).dump() +
-                         "-" + json(opts_.timing_budget_ms).dump();
+    key.timing_method += "/adaptive-" + std::to_string(opts_.min_timing_iters) + "-" +
+                         json(opts_.timing_precision).dump() + "-" + json(opts_.timing_budget_ms).dump();
     std::string lock_key = key.task_hash;
     std::shared_ptr<std::mutex> m;
     {
@@ -289,14 +288,17 @@ json Verifier::baseline_for(Lane& lane, const Job& job, std::string& error, bool
     if (auto cached = baselines_->get(key)) return *cached;
     const std::string dev = lane.reference->config().device;
     json req = timing_request_fields();
-    req.update({{"op", "baseline"}, {"task_source", job.task_source}, {"device", dev},
+    req.update({{"op", "baseline"},
+                {"task_source", job.task_source},
+                {"device", dev},
                 {"with_compile", opts_.compile_baseline == 1}});
     // Admission: the footprint estimated from shapes (the measurement itself gives the real one); a
     // task that cannot be estimated, or that ran out of memory beside other jobs, is measured alone.
     bool alone = false;
     int64_t need = 0;
     if (budget_) {
-        Reply fp = lane.reference->request({{"op", "footprint"}, {"task_source", job.task_source}}, milliseconds(120000));
+        Reply fp =
+            lane.reference->request({{"op", "footprint"}, {"task_source", job.task_source}}, milliseconds(120000));
         if (fp.status != ReplyStatus::ok) {
             worker_failed = fp.worker_failure();
             error = fp.detail;
@@ -361,8 +363,11 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
             return out;
         }
         cap = alone ? budget_->capacity() - std::min(need.reference, budget_->capacity() / 2) : need.candidate;
-        replies.memory = {{"need", need.to_json()}, {"admitted", admitted.bytes()}, {"beside", admitted.beside()},
-                          {"candidate_cap", cap}, {"alone", alone}};
+        replies.memory = {{"need", need.to_json()},
+                          {"admitted", admitted.bytes()},
+                          {"beside", admitted.beside()},
+                          {"candidate_cap", cap},
+                          {"alone", alone}};
         clock.lap("wait_memory" + suffix);
     }
     const std::string dev = lane.reference->config().device;
@@ -394,7 +399,9 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                     {"trials", opts_.trials},
                     {"warmup", opts_.warmup},
                     {"channel", open.body.value("channel", json())},
-                    {"poison_bytes", replies.baseline.is_object() ? replies.baseline.value("memory", json::object()).value("outputs", int64_t{0}) : 0},
+                    {"poison_bytes", replies.baseline.is_object()
+                                         ? replies.baseline.value("memory", json::object()).value("outputs", int64_t{0})
+                                         : 0},
                     {"memory_cap_bytes", cap > 0 ? json(cap) : json(nullptr)},
                     {"kernel_names", replies.compile.value("kernel_names", json::array())},
                     {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
@@ -440,7 +447,8 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
 Verdict Verifier::attempt(const Job& job, bool& retry) {
     retry = false;
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : opts_.timeout_s;
-    AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound, opts_.require_custom_kernel};
+    AssemblyPolicy policy{opts_.strict, opts_.min_kernel_share, opts_.speedup_review_bound,
+                          opts_.require_custom_kernel};
     JobReplies replies;
     replies.device = opts_.device;
     replies.backend = job.backend;
@@ -521,9 +529,10 @@ Verdict Verifier::attempt(const Job& job, bool& retry) {
         const json& m = replies.run.value("memory", json::object());
         auto bytes = [&](const char* key) { return m.contains(key) && m[key].is_number() ? m[key].get<int64_t>() : 0; };
         const int64_t held = bytes("peak_bytes") + bytes("tried_bytes");
-        const std::string figures = "it needed at least " + gib(held) + " (its allocator may hold " + gib(bytes("cap_bytes")) +
-                                    "), the reference needs " + gib(footprint->reference_peak()) +
-                                    " (a child running it about " + gib(honest_candidate_memory(*footprint)) + ")";
+        const std::string figures = "it needed at least " + gib(held) + " (its allocator may hold " +
+                                    gib(bytes("cap_bytes")) + "), the reference needs " +
+                                    gib(footprint->reference_peak()) + " (a child running it about " +
+                                    gib(honest_candidate_memory(*footprint)) + ")";
         if (clearly_more_than_reference(held, *footprint)) {
             v.reason = "ran out of device memory with the device to itself: " + figures + ". " + v.reason;
         } else {

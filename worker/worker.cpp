@@ -59,7 +59,9 @@ bool Worker::ensure_started(std::string& detail) {
     if (r.status != IoStatus::ok || r.msg.value("event", "") != "ready") {
         proc_->kill();
         detail = std::string("the ") + cfg_.role + " worker did not become ready (" +
-                 (r.status == IoStatus::timeout ? "timed out" : r.error.empty() ? proc_->exit_description() : r.error) +
+                 (r.status == IoStatus::timeout ? "timed out"
+                  : r.error.empty()             ? proc_->exit_description()
+                                                : r.error) +
                  ")";
         std::string tail = log_tail();
         if (!tail.empty()) detail += "; its log ends with:\n" + tail;
@@ -101,9 +103,8 @@ Reply Worker::request(nlohmann::json req, std::chrono::milliseconds timeout) {
     if (w != IoStatus::ok) return fail(ReplyStatus::crashed, "the " + cfg_.role + " worker is gone");
     FrameRead fr = read_frame(*proc_, deadline);
     if (fr.status == IoStatus::timeout)
-        return fail(ReplyStatus::timeout, "the " + cfg_.role + " worker did not answer '" +
-                                              req.value("op", "") + "' within " +
-                                              std::to_string(timeout.count() / 1000) + " s");
+        return fail(ReplyStatus::timeout, "the " + cfg_.role + " worker did not answer '" + req.value("op", "") +
+                                              "' within " + std::to_string(timeout.count() / 1000) + " s");
     if (fr.status == IoStatus::closed) return fail(ReplyStatus::crashed, "the " + cfg_.role + " worker died");
     if (fr.status != IoStatus::ok)
         return fail(ReplyStatus::protocol_error,

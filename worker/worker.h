@@ -17,12 +17,12 @@
 namespace kz {
 
 struct WorkerConfig {
-    std::vector<std::string> command;            // e.g. {python, "-m", "kernelzero.worker"}; tests use fakes
-    std::string role;                            // compile | reference | candidate
+    std::vector<std::string> command;  // e.g. {python, "-m", "kernelzero.worker"}; tests use fakes
+    std::string role;                  // compile | reference | candidate
     std::string device = "cpu";
-    std::string work_root;                       // scratch space for the worker
-    std::string log_path;                        // the worker's stderr is appended here
-    std::map<std::string, std::string> env;      // extra environment
+    std::string work_root;                   // scratch space for the worker
+    std::string log_path;                    // the worker's stderr is appended here
+    std::map<std::string, std::string> env;  // extra environment
     std::chrono::seconds start_timeout{120};
 };
 
@@ -39,7 +39,7 @@ const char* to_string(ReplyStatus s);
 struct Reply {
     ReplyStatus status = ReplyStatus::ok;
     nlohmann::json body = nlohmann::json::object();  // the reply object; empty when the worker itself failed
-    std::string detail;      // what went wrong, with the tail of the worker's log when it died
+    std::string detail;                              // what went wrong, with the tail of the worker's log when it died
     bool worker_failure() const {
         return status == ReplyStatus::timeout || status == ReplyStatus::crashed ||
                status == ReplyStatus::protocol_error;

@@ -9,8 +9,8 @@ namespace {
 
 using kz::SampleOutcome;
 
-SampleOutcome s(const std::string& task, bool correct, std::optional<double> eager = {}, std::optional<double> compile = {},
-                const std::string& group = "level1") {
+SampleOutcome s(const std::string& task, bool correct, std::optional<double> eager = {},
+                std::optional<double> compile = {}, const std::string& group = "level1") {
     SampleOutcome o;
     o.task = task;
     o.group = group;
@@ -40,8 +40,8 @@ TEST(Metrics, FastPAndGeomeanHandComputed) {
     // Task a: 2 samples, one correct at 2.0x eager / 0.5x compile, one wrong.
     // Task b: 2 samples, both correct at 1.2x and 0.6x eager (no compile baseline).
     // Task c: 2 samples, none correct.
-    std::vector<SampleOutcome> xs = {s("a", true, 2.0, 0.5), s("a", false), s("b", true, 1.2), s("b", true, 0.6),
-                                     s("c", false), s("c", false)};
+    std::vector<SampleOutcome> xs = {s("a", true, 2.0, 0.5), s("a", false), s("b", true, 1.2),
+                                     s("b", true, 0.6),      s("c", false), s("c", false)};
     auto m = kz::compute_metrics(xs, {1, 2});
     const auto& o = m.overall;
     EXPECT_EQ(o.tasks, 3);

@@ -106,8 +106,8 @@ struct CliTest : ::testing::Test {
         return d;
     }
     std::vector<std::string> batch_args(const std::string& jobs, const std::string& out) {
-        return {"verify", "--jobs", jobs, "--out", out, "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache,
-                "--no-progress"};
+        return {"verify", "--jobs",         jobs, "--out",       out,   "--device",
+                "cpu",    "--timing-iters", "3",  "--cache-dir", cache, "--no-progress"};
     }
 };
 
@@ -126,7 +126,8 @@ TEST_F(CliTest, UsageErrorsAreOneLineAndExitTwo) {
     auto r = run({"verify", "--task", task("relu.py")}, dir);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("needs --task, --candidate and --backend"), std::string::npos) << r.err;
-    r = run({"verify", "--task", dir + "/nope.py", "--candidate", good(), "--backend", "triton", "--device", "cpu"}, dir);
+    r = run({"verify", "--task", dir + "/nope.py", "--candidate", good(), "--backend", "triton", "--device", "cpu"},
+            dir);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("file not found"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -151,9 +152,10 @@ TEST_F(CliTest, SingleVerdictIsJsonOnTheLastLine) {
     EXPECT_EQ(v["trials"]["run"], 5);
     EXPECT_TRUE(v["runtime_ms"].is_object());
     // A verdict that says "incorrect" is still exit code 0.
-    r = run({"verify", "--task", task("relu.py"), "--candidate", kSrc + "/tests/verify/adversarial/zero_output_triton.py",
-             "--backend", "triton", "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache, "--json"},
-            dir);
+    r = run(
+        {"verify", "--task", task("relu.py"), "--candidate", kSrc + "/tests/verify/adversarial/zero_output_triton.py",
+         "--backend", "triton", "--device", "cpu", "--timing-iters", "3", "--cache-dir", cache, "--json"},
+        dir);
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("\"status\":\"incorrect\""), std::string::npos);
 }
@@ -213,10 +215,13 @@ TEST_F(CliTest, KillNineMidBatchLosesAndDuplicatesNothing) {
 TEST_F(CliTest, CtrlCStopsAndKeepsFinishedResults) {
     std::string out = dir + "/results.jsonl";
     std::string jobs = jobs_file();
-    auto r = run(batch_args(jobs, out), dir, [&] {
-        std::error_code ec;
-        return fs::exists(out, ec) && results(out).size() >= 1;
-    }, SIGINT);
+    auto r = run(
+        batch_args(jobs, out), dir,
+        [&] {
+            std::error_code ec;
+            return fs::exists(out, ec) && results(out).size() >= 1;
+        },
+        SIGINT);
     EXPECT_EQ(r.code, 130) << r.err << r.out;
     EXPECT_NE(r.out.find("interrupted"), std::string::npos);
     auto kept = results(out);
@@ -235,7 +240,8 @@ TEST_F(CliTest, TasksValidateReportsEveryCheck) {
         while (!s.empty() && s.back() == '\n') s.pop_back();
         return json::parse(s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1));
     };
-    auto r = run({"tasks", "validate", kSrc + "/examples/known_good/tasks/softmax.py", "--apis", "softmax", "--json"}, dir);
+    auto r =
+        run({"tasks", "validate", kSrc + "/examples/known_good/tasks/softmax.py", "--apis", "softmax", "--json"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     json v = last_json(r);
     EXPECT_TRUE(v["valid"].get<bool>()) << v.dump();
@@ -243,8 +249,10 @@ TEST_F(CliTest, TasksValidateReportsEveryCheck) {
     EXPECT_EQ(v["checks"]["uses_api_set"], "pass");
 
     std::string exits = dir + "/exits.py";
-    kz::write_file_atomic(exits, "import os\nimport torch\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
-                                 "def get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n\n\nos._exit(3)\n");
+    kz::write_file_atomic(
+        exits,
+        "import os\nimport torch\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
+        "def get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n\n\nos._exit(3)\n");
     r = run({"tasks", "validate", exits, "--json"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     v = last_json(r);
@@ -283,9 +291,11 @@ TEST_F(CliTest, ProposeFillsTheStore) {
     r = run({"tasks", "stats", "--store", dir + "/copy.db", "--json"}, dir);
     EXPECT_EQ(json::parse(r.out)["tasks"], 4);
 
-    r = run({"init-model", "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer", "--out", dir + "/tiny"}, dir);
+    r = run({"init-model", "--preset", "tiny", "--tokenizer", kSrc + "/data/qwen2.5-tokenizer", "--out", dir + "/tiny"},
+            dir);
     ASSERT_EQ(r.code, 0) << r.err;
-    r = run({"propose", "--model", dir + "/tiny", "--n", "2", "--store", dir + "/llm.db", "--max-new-tokens", "24"}, dir);
+    r = run({"propose", "--model", dir + "/tiny", "--n", "2", "--store", dir + "/llm.db", "--max-new-tokens", "24"},
+            dir);
     ASSERT_EQ(r.code, 0) << r.err;
     r = run({"tasks", "list", "--store", dir + "/llm.db", "--json"}, dir);
     int n = 0;
@@ -305,10 +315,12 @@ TEST_F(CliTest, ProposeFillsTheStore) {
 // a module that computes something else under torch.compile fails "compile" and nothing else.
 TEST_F(CliTest, NoveltyContaminationAndCompileChecks) {
     std::string db = dir + "/t.db";
-    auto r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"}, dir);
+    auto r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"},
+                 dir);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["valid"], 1) << r.out;
-    r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"}, dir);
+    r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", db, "--seed", "5", "--json"},
+            dir);
     ASSERT_EQ(r.code, 0) << r.err;
     json s = json::parse(r.out);
     EXPECT_EQ(s["valid"], 0);
@@ -317,16 +329,18 @@ TEST_F(CliTest, NoveltyContaminationAndCompileChecks) {
     r = run({"tasks", "export", "--store", db, "--out", dir + "/bench"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     r = run({"propose", "--symbolic", "--apis", "conv2d,relu", "--n", "1", "--store", dir + "/fresh.db", "--seed", "5",
-             "--benchmark", dir + "/bench", "--json"}, dir);
+             "--benchmark", dir + "/bench", "--json"},
+            dir);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["failed_checks"]["decontaminated"], 1) << r.out;
 
     std::string planted = dir + "/no_compile.py";
-    kz::write_file_atomic(planted,
-                          "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-                          "        if torch.compiler.is_compiling():\n            return torch.relu(x) * 2\n"
-                          "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(8, 32)]\n\n\n"
-                          "def get_init_inputs():\n    return []\n");
+    kz::write_file_atomic(
+        planted,
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        if torch.compiler.is_compiling():\n            return torch.relu(x) * 2\n"
+        "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(8, 32)]\n\n\n"
+        "def get_init_inputs():\n    return []\n");
     r = run({"tasks", "validate", planted, "--apis", "relu", "--compile", "--json"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     std::string out = r.out;
@@ -351,9 +365,23 @@ int count_lines(const std::string& path) {
 
 TEST_F(CliTest, BenchReferenceSelfTestIsAllCorrectAndResumes) {
     const std::string out = dir + "/run";
-    std::vector<std::string> args = {"bench", "--tasks", kSrc + "/examples/known_good/tasks", "--backend", "triton",
-                                     "--model", "reference", "--device", "cpu", "--out", out, "--workers", "2",
-                                     "--cache-dir", cache, "--json", "--no-progress"};
+    std::vector<std::string> args = {"bench",
+                                     "--tasks",
+                                     kSrc + "/examples/known_good/tasks",
+                                     "--backend",
+                                     "triton",
+                                     "--model",
+                                     "reference",
+                                     "--device",
+                                     "cpu",
+                                     "--out",
+                                     out,
+                                     "--workers",
+                                     "2",
+                                     "--cache-dir",
+                                     cache,
+                                     "--json",
+                                     "--no-progress"};
     auto r = run(args, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     json m = json::parse(r.out.substr(r.out.find('{')));
@@ -361,7 +389,8 @@ TEST_F(CliTest, BenchReferenceSelfTestIsAllCorrectAndResumes) {
     EXPECT_EQ(m["overall"]["samples"], 17);
     EXPECT_DOUBLE_EQ(m["overall"]["fast_p_eager"]["0"].get<double>(), 1.0);
     EXPECT_DOUBLE_EQ(m["overall"]["pass_at_k"]["pass@1"].get<double>(), 1.0);
-    for (const char* f : {"run.json", "jobs.jsonl", "verdicts.jsonl", "samples.jsonl", "metrics.json", "report.md", "report.html"})
+    for (const char* f :
+         {"run.json", "jobs.jsonl", "verdicts.jsonl", "samples.jsonl", "metrics.json", "report.md", "report.html"})
         EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
     EXPECT_EQ(count_lines(out + "/samples.jsonl"), 17);
     const std::string html = kz::read_file(out + "/report.html");
@@ -387,10 +416,12 @@ TEST_F(CliTest, BenchReferenceSelfTestIsAllCorrectAndResumes) {
 TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
     // A random tiny model writes no code: every sample is a format_error with its reason, and the
     // run still reports.
-    const std::string model = tiny_model("qwen2"), tasks = task_dir("level1", {"relu.py", "softmax.py"}), out = dir + "/run";
-    auto r = run({"bench", "--tasks", tasks, "--backend", "triton", "--model", model, "--device", "cpu", "--samples", "2",
-                 "--k", "1,2", "--max-new-tokens", "12", "--out", out, "--cache-dir", cache, "--json", "--no-progress"},
-                dir);
+    const std::string model = tiny_model("qwen2"), tasks = task_dir("level1", {"relu.py", "softmax.py"}),
+                      out = dir + "/run";
+    auto r = run({"bench",    "--tasks", tasks,       "--backend",   "triton", "--model", model,
+                  "--device", "cpu",     "--samples", "2",           "--k",    "1,2",     "--max-new-tokens",
+                  "12",       "--out",   out,         "--cache-dir", cache,    "--json",  "--no-progress"},
+                 dir);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(count_lines(out + "/completions.jsonl"), 4);
     auto verdicts = results(out + "/verdicts.jsonl");
@@ -433,10 +464,12 @@ TEST_F(CliTest, BenchAgainstServeOnLoopback) {
             url = text.substr(p, text.find(' ', p) - p);
     }
     ASSERT_FALSE(url.empty()) << "serve did not start: " << kz::read_file(dir + "/serve.err");
-    auto r = run({"bench", "--tasks", tasks, "--backend", "triton", "--endpoint", url + "/v1", "--served-model", "tiny-coder",
-                  "--device", "cpu", "--samples", "2", "--k", "1,2", "--max-new-tokens", "10", "--concurrency", "4",
-                  "--out", out, "--cache-dir", cache, "--json", "--no-progress"},
-                 dir);
+    auto r = run(
+        {"bench",        "--tasks",       tasks, "--backend", "triton", "--endpoint",  url + "/v1", "--served-model",
+         "tiny-coder",   "--device",      "cpu", "--samples", "2",      "--k",         "1,2",       "--max-new-tokens",
+         "10",           "--concurrency", "4",   "--out",     out,      "--cache-dir", cache,       "--json",
+         "--no-progress"},
+        dir);
     // A wrong model name is the server's clear 404, not a retry loop.
     auto wrong = run({"bench", "--tasks", tasks, "--backend", "triton", "--endpoint", url, "--served-model", "nope",
                       "--device", "cpu", "--out", dir + "/run2", "--cache-dir", cache, "--no-progress"},
@@ -457,7 +490,6 @@ TEST_F(CliTest, BenchAgainstServeOnLoopback) {
     EXPECT_NE(wrong.err.find("404"), std::string::npos) << wrong.err;
     EXPECT_NE(wrong.err.find("tiny-coder"), std::string::npos) << wrong.err;
 }
-
 
 // ---- The trainer: kernelzero train / sft / report ----
 
@@ -557,7 +589,9 @@ TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
     EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
     // Both runs end with the same policies.
     for (const char* f : {"coder/adapter/adapter_model.safetensors", "proposer/adapter/adapter_model.safetensors"})
-        EXPECT_EQ(kz::read_file(out + "/checkpoints/iter-000002/" + f), kz::read_file(ref + "/checkpoints/iter-000002/" + f)) << f;
+        EXPECT_EQ(kz::read_file(out + "/checkpoints/iter-000002/" + f),
+                  kz::read_file(ref + "/checkpoints/iter-000002/" + f))
+            << f;
 }
 
 // Data parallelism (issue 7): two ranks (gloo) share one run directory; a run killed at world size 2
@@ -580,10 +614,12 @@ TEST_F(TrainTest, DataParallelRanksShareOneRunAndResumeAtAnyWorldSize) {
     auto one = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "2", "--resume"}, dir);
     ASSERT_EQ(one.code, 0) << one.err;
     EXPECT_NE(one.err.find("resumed after iteration 1"), std::string::npos) << one.err;
-    auto two = run({"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "3", "--resume", "--nproc-per-node", "2"}, dir);
+    auto two = run(
+        {"train", "--preset", "tiny-cpu", "--out", out, "--iterations", "3", "--resume", "--nproc-per-node", "2"}, dir);
     ASSERT_EQ(two.code, 0) << two.err;
     EXPECT_NE(two.err.find("resumed after iteration 2"), std::string::npos) << two.err;
-    EXPECT_EQ(two.out.find("finished iteration 3"), two.out.rfind("finished iteration 3")) << "one line, from rank 0: " << two.out;
+    EXPECT_EQ(two.out.find("finished iteration 3"), two.out.rfind("finished iteration 3"))
+        << "one line, from rank 0: " << two.out;
 
     EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2, 3}));
     auto metrics = results(out + "/metrics.jsonl");
@@ -607,7 +643,8 @@ TEST_F(TrainTest, DataParallelRanksShareOneRunAndResumeAtAnyWorldSize) {
     // A rank that fails takes the launch down with its exit code and its message.
     {
         std::ofstream(dir + "/gpu1.toml") << "iterations = 1\ndevice = \"cuda:1\"\nverify_device = \"cpu\"\n[coder]\n"
-                                             "model = \"init:tiny\"\ntokenizer = \"" + kSrc + "/data/qwen2.5-tokenizer\"\n";
+                                             "model = \"init:tiny\"\ntokenizer = \"" +
+                                                 kSrc + "/data/qwen2.5-tokenizer\"\n";
         auto bad = run({"train", "--config", dir + "/gpu1.toml", "--out", dir + "/gpu1", "--nproc-per-node", "2"}, dir);
         EXPECT_EQ(bad.code, 2) << bad.err;
         EXPECT_NE(bad.err.find("each rank uses its own GPU"), std::string::npos) << bad.err;
@@ -634,10 +671,12 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto syntax = run({"train", "--config", write("c.toml", "iterations = \n")}, dir);
     EXPECT_EQ(syntax.code, 2);
     EXPECT_NE(syntax.err.find("line 1"), std::string::npos) << syntax.err;
-    auto range = run({"train", "--config", write("d.toml", "[coder_phase]\ngroup_size = 1\n[coder]\ntokenizer = \"x\"\n")}, dir);
+    auto range =
+        run({"train", "--config", write("d.toml", "[coder_phase]\ngroup_size = 1\n[coder]\ntokenizer = \"x\"\n")}, dir);
     EXPECT_EQ(range.code, 2);
     EXPECT_NE(range.err.find("group_size"), std::string::npos) << range.err;
-    auto compute = run({"train", "--config", write("e.toml", "[coder]\ntokenizer = \"x\"\nlora_compute = \"bf16\"\n")}, dir);
+    auto compute =
+        run({"train", "--config", write("e.toml", "[coder]\ntokenizer = \"x\"\nlora_compute = \"bf16\"\n")}, dir);
     EXPECT_EQ(compute.code, 2);
     EXPECT_NE(compute.err.find("'coder.lora_compute' must be adapter or base"), std::string::npos) << compute.err;
     // A launcher's environment with more ranks on this host than in the world: named, before any
@@ -674,9 +713,10 @@ TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
                  {"completion", "```python\nimport torch\n```"}})
                .dump()
         << "\n";
-    std::ofstream(dir + "/sft.toml") << "seed = 1\n[coder]\nmodel = \"init:tiny\"\ntokenizer = \"" << kSrc
-                                     << "/data/qwen2.5-tokenizer\"\nlora_rank = 8\nlr = 0.01\n[sft]\ndata = \"pairs.jsonl\"\n"
-                                        "epochs = 15\nbatch_size = 2\nout = \"sft-out\"\n";
+    std::ofstream(dir + "/sft.toml")
+        << "seed = 1\n[coder]\nmodel = \"init:tiny\"\ntokenizer = \"" << kSrc
+        << "/data/qwen2.5-tokenizer\"\nlora_rank = 8\nlr = 0.01\n[sft]\ndata = \"pairs.jsonl\"\n"
+           "epochs = 15\nbatch_size = 2\nout = \"sft-out\"\n";
     auto r = run({"sft", "--config", dir + "/sft.toml"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     json res = json::parse(r.out.substr(r.out.rfind('{')));
@@ -694,10 +734,10 @@ TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
     for (const char* f : {"relu.py", "gelu.py"})
         fs::copy_file(kSrc + "/examples/known_good/triton/" + f, dir + "/warm-cands/" + f);
     std::ofstream(dir + "/warm.toml") << "seed = 1\niterations = 1\nwarm_start = true\n[coder]\nmodel = \"init:tiny\"\n"
-                                      << "tokenizer = \"" << kSrc << "/data/qwen2.5-tokenizer\"\n[propose]\nenabled = false\n"
-                                      << "[coder_phase]\nsteps = 0\n[sft]\ntasks = \"" << tasks
-                                      << "\"\ncandidates = \"" << dir
-                                      << "/warm-cands\"\nepochs = 2\nbatch_size = 2\nlr = 0.01\n";
+                                      << "tokenizer = \"" << kSrc
+                                      << "/data/qwen2.5-tokenizer\"\n[propose]\nenabled = false\n"
+                                      << "[coder_phase]\nsteps = 0\n[sft]\ntasks = \"" << tasks << "\"\ncandidates = \""
+                                      << dir << "/warm-cands\"\nepochs = 2\nbatch_size = 2\nlr = 0.01\n";
     auto warm = run({"train", "--config", dir + "/warm.toml", "--out", dir + "/warm-run"}, dir);
     ASSERT_EQ(warm.code, 0) << warm.err;
     json m = results(dir + "/warm-run/metrics.jsonl").at(0);

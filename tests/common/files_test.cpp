@@ -48,6 +48,6 @@ TEST(Files, Utf8Validation) {
     EXPECT_TRUE(kz::valid_utf8("plain ascii"));
     EXPECT_TRUE(kz::valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
     EXPECT_FALSE(kz::valid_utf8("\xff\xfe"));
-    EXPECT_FALSE(kz::valid_utf8("\xc3"));          // truncated sequence
-    EXPECT_FALSE(kz::valid_utf8("\xc0\xaf"));      // overlong
+    EXPECT_FALSE(kz::valid_utf8("\xc3"));      // truncated sequence
+    EXPECT_FALSE(kz::valid_utf8("\xc0\xaf"));  // overlong
 }

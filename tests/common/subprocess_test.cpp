@@ -11,8 +11,9 @@ TEST(MulticastOff, AddsAllThreeUnlessTheEnvironmentSetsThem) {
     for (const char* v : vars) unsetenv(v);
     std::map<std::string, std::string> env;
     kz::set_multicast_off(env);
-    EXPECT_EQ(env, (std::map<std::string, std::string>{
-                       {"NCCL_NVLS_ENABLE", "0"}, {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"}, {"NVSHMEM_DISABLE_NVLS", "1"}}));
+    EXPECT_EQ(
+        env, (std::map<std::string, std::string>{
+                 {"NCCL_NVLS_ENABLE", "0"}, {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"}, {"NVSHMEM_DISABLE_NVLS", "1"}}));
 
     setenv("NCCL_NVLS_ENABLE", "1", 1);
     env.clear();

@@ -4,12 +4,14 @@
 //   {"op": "decode_logits", "model", "prompts", "forced": [[id...]...]} -> {"logits": [row][step][V]}
 //      step 0 is the prompt's last position; step i+1 follows forced[row][i] through the KV cache
 //   {"op": "generate", "model", "prompts", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
-//    "stop_ids", "cuda_graph"}                                          -> {"completions": [{tokens, logprobs, stopped}]}
+//    "stop_ids", "cuda_graph"}                                          -> {"completions": [{tokens, logprobs,
+//    stopped}]}
 //   {"op": "score", "model", "prompt": [id...], "completion": [id...]}  -> {"logprobs": [...]}
 //   {"op": "train_step", "model", "ids", "valid", "weights", "full": bool, "lr", "max_grad_norm",
 //    "weight_decay", "recompute": bool, "chunk", "micro_batches": n, "report": [names],
 //    "save_adapter": dir, "save_merged": dir, "steps": n, "save_state": file, "load_state": file}
-//                                                                       -> {"loss", "grad_norm", "grads", "params_after"}
+//                                                                       -> {"loss", "grad_norm", "grads",
+//                                                                       "params_after"}
 // Optional "device" (default cpu), "dtype" (default float32), "adapter" (a peft directory to load),
 // "lora_enabled" (default true) and "fused" (the engine's CUDA kernels where usable, default true).
 // Every reply also says "fused" (whether generation ran on them) and "fused_built".
@@ -116,7 +118,8 @@ int main() {
                 loss = 0;
                 for (int64_t m = 0; m < micro; ++m) {
                     int64_t s0 = B * m / micro, s1 = B * (m + 1) / micro;
-                    kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1), batch.weights.slice(0, s0, s1)};
+                    kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1),
+                                      batch.weights.slice(0, s0, s1)};
                     loss += kz::accumulate(model, mb, kz::weighted_nll, micro, chunk) / static_cast<double>(micro);
                 }
                 for (auto& [name, p] : opt.params())
@@ -130,7 +133,8 @@ int main() {
             reply["loss"] = loss;
             reply["grads"] = grads;
             reply["params_after"] = after;
-            if (req.contains("save_adapter")) kz::save_peft_adapter(model, lora, req["save_adapter"].get<std::string>());
+            if (req.contains("save_adapter"))
+                kz::save_peft_adapter(model, lora, req["save_adapter"].get<std::string>());
             if (req.contains("save_merged")) {
                 kz::merge_lora(model);
                 kz::save_hf_model(model, req["save_merged"].get<std::string>(), torch::kFloat32);

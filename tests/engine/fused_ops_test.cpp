@@ -79,7 +79,8 @@ TEST_P(FusedOps, SiluMulBackwardMatchesAutograd) {
     auto leaf = gu.detach().clone().requires_grad_(true);
     (torch::silu(leaf.narrow(-1, 0, I)) * leaf.narrow(-1, I, I)).backward(grad);
     EXPECT_LT(max_diff(kz::fused::silu_mul_backward(grad, gu), leaf.grad()),
-              0.02 * std::max(1.0, leaf.grad().abs().max().item<double>())) << "offset views";
+              0.02 * std::max(1.0, leaf.grad().abs().max().item<double>()))
+        << "offset views";
 }
 
 TEST_P(FusedOps, RopeAndCacheWriteMatchAten) {
@@ -91,15 +92,18 @@ TEST_P(FusedOps, RopeAndCacheWriteMatchAten) {
     for (int64_t D : {64, 128})
         for (int64_t T : {5, 300}) {
             auto qkv = rand_t({B, T, H + 2 * G, D}, dt), bias = rand_t({(H + 2 * G) * D}, dt);
-            auto positions = torch::tensor({3, 11, 0}, torch::kInt64).view({B, 1}).add(torch::arange(T, torch::kInt64)).cuda();
-            auto inv_freq = (1.0 / torch::pow(10000.0, torch::arange(0, D, 2, torch::kFloat32) / static_cast<double>(D))).cuda();
+            auto positions =
+                torch::tensor({3, 11, 0}, torch::kInt64).view({B, 1}).add(torch::arange(T, torch::kInt64)).cuda();
+            auto inv_freq =
+                (1.0 / torch::pow(10000.0, torch::arange(0, D, 2, torch::kFloat32) / static_cast<double>(D))).cuda();
             auto cache = torch::zeros({B, S, 2 * G, D}, qkv.options());
             auto q = kz::fused::rope_qkv_to_cache(qkv, bias, positions, inv_freq, cache, H, G);
             // Reference: bias, then x*cos + rotate_half(x)*sin in the model's dtype.
             auto x = qkv + bias.view({H + 2 * G, D});
             auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;  // (B, T, D/2)
             auto sin = freqs.sin();
-            kz::Rope rope{torch::cat({freqs, freqs}, -1).cos().to(dt).unsqueeze(2), torch::cat({-sin, sin}, -1).to(dt).unsqueeze(2)};
+            kz::Rope rope{torch::cat({freqs, freqs}, -1).cos().to(dt).unsqueeze(2),
+                          torch::cat({-sin, sin}, -1).to(dt).unsqueeze(2)};
             auto qk = x.narrow(2, 0, H + G).clone();
             kz::apply_rope_(qk, rope);
             EXPECT_LT(max_diff(q, qk.narrow(2, 0, H)), 0.05) << "D " << D << " T " << T;
@@ -116,27 +120,30 @@ TEST_P(FusedOps, DecodeAttentionMatchesSdpa) {
     const auto dt = GetParam();
     // 600 slots: several key chunks and the combine kernel; 100: one chunk, written by the kernel itself.
     for (int64_t S : {600, 100})
-    for (int64_t D : {64, 128})
-        for (int64_t group : {1, 2, 3, 4, 5, 6, 7, 8}) {
-            const int64_t B = 3, G = 2, H = G * group;
-            auto q = rand_t({B, H, D}, dt);
-            auto cache = rand_t({B, S, 2 * G, D}, dt);
-            auto lens = torch::tensor({int64_t{0}, int64_t{37}, S - 1}, torch::kInt64).cuda();  // 1, 38 and S keys
-            const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-            auto got = kz::fused::decode_attention(q, cache, lens, scale);
-            auto mask = (torch::arange(S, lens.options()).view({1, S}) <= lens.view({-1, 1})).view({B, 1, 1, S});
-            auto k = cache.narrow(2, 0, G).transpose(1, 2).to(torch::kFloat32);
-            auto v = cache.narrow(2, G, G).transpose(1, 2).to(torch::kFloat32);
-            auto ref = at::scaled_dot_product_attention(q.unsqueeze(2).to(torch::kFloat32), k, v, mask, 0.0, false, scale,
-                                                        /*enable_gqa=*/true)
-                           .squeeze(2);
-            EXPECT_LT(max_diff(got, ref), 0.02) << "S " << S << " D " << D << " group " << group;
-        }
+        for (int64_t D : {64, 128})
+            for (int64_t group : {1, 2, 3, 4, 5, 6, 7, 8}) {
+                const int64_t B = 3, G = 2, H = G * group;
+                auto q = rand_t({B, H, D}, dt);
+                auto cache = rand_t({B, S, 2 * G, D}, dt);
+                auto lens = torch::tensor({int64_t{0}, int64_t{37}, S - 1}, torch::kInt64).cuda();  // 1, 38 and S keys
+                const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+                auto got = kz::fused::decode_attention(q, cache, lens, scale);
+                auto mask = (torch::arange(S, lens.options()).view({1, S}) <= lens.view({-1, 1})).view({B, 1, 1, S});
+                auto k = cache.narrow(2, 0, G).transpose(1, 2).to(torch::kFloat32);
+                auto v = cache.narrow(2, G, G).transpose(1, 2).to(torch::kFloat32);
+                auto ref =
+                    at::scaled_dot_product_attention(q.unsqueeze(2).to(torch::kFloat32), k, v, mask, 0.0, false, scale,
+                                                     /*enable_gqa=*/true)
+                        .squeeze(2);
+                EXPECT_LT(max_diff(got, ref), 0.02) << "S " << S << " D " << D << " group " << group;
+            }
 }
 
 TEST_P(FusedOps, DecodeLinearMatchesMatmul) {
     const auto dt = GetParam();
-    struct Shape { int64_t M, N, K; };
+    struct Shape {
+        int64_t M, N, K;
+    };
     for (const Shape s : {Shape{1, 4608, 3584}, Shape{64, 3584, 18944}, Shape{16, 37888, 3584}, Shape{5, 200, 64}}) {
         auto x = rand_t({s.M, 1, s.K}, dt), w = rand_t({s.N, s.K}, dt);
         auto ref = torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t());  // (M, 1, N)
@@ -205,7 +212,8 @@ TEST_P(FusedOps, SampleDrawsFromTheSoftmax) {
     auto many = masked.to(dt).to(torch::kCUDA).unsqueeze(0).expand({n, V}).contiguous();
     auto [t2, lp2] = kz::fused::sample(many, 1.0, gen);
     auto counts = torch::bincount(t2, {}, V).cpu();
-    EXPECT_EQ(counts.sum().item<int64_t>(), counts[10].item<int64_t>() + counts[2100].item<int64_t>() + counts[4999].item<int64_t>());
+    EXPECT_EQ(counts.sum().item<int64_t>(),
+              counts[10].item<int64_t>() + counts[2100].item<int64_t>() + counts[4999].item<int64_t>());
     EXPECT_LT(chi_square(counts, torch::softmax(masked.to(dt).to(torch::kFloat32), -1), n), 35.0);
 
     // The 7B vocabulary at batch 64: a logit of 30 among N(0, 1) ones wins (all but ~2e-8 of the
@@ -223,7 +231,8 @@ TEST_P(FusedOps, SampleDrawsFromTheSoftmax) {
 
     // Seeded: the same generator state draws the same tokens; the next call draws others.
     auto noise = rand_t({B, big}, dt);
-    auto g1 = kz::make_generator(torch::Device(torch::kCUDA, 0), 3), g2 = kz::make_generator(torch::Device(torch::kCUDA, 0), 3);
+    auto g1 = kz::make_generator(torch::Device(torch::kCUDA, 0), 3),
+         g2 = kz::make_generator(torch::Device(torch::kCUDA, 0), 3);
     auto a = kz::fused::sample(noise, 1.0, g1).first;
     EXPECT_TRUE(torch::equal(a, kz::fused::sample(noise, 1.0, g2).first));
     EXPECT_FALSE(torch::equal(a, kz::fused::sample(noise, 1.0, g1).first));

@@ -47,11 +47,14 @@ TEST(Extraction, Corpus) {
         {"plain block", "Here:\n```python\n" + kModel + "```\n", true, kModel},
         {"no language tag", "```\n" + kModel + "```", true, kModel},
         {"py tag", "```py\n" + kModel + "```\nDone.", true, kModel},
-        {"last block wins", "```python\nclass ModelNew: old = 1\n```\ntext\n```python\n" + kModel + "```\n", true, kModel},
-        {"last defining block, not the last block", "```python\n" + kModel + "```\n```python\nprint(1)\n```\n", true, kModel},
+        {"last block wins", "```python\nclass ModelNew: old = 1\n```\ntext\n```python\n" + kModel + "```\n", true,
+         kModel},
+        {"last defining block, not the last block", "```python\n" + kModel + "```\n```python\nprint(1)\n```\n", true,
+         kModel},
         {"trailing spaces on fences", "```python  \n" + kModel + "```   \n", true, kModel},
         {"indented fences", "  ```python\n" + kModel + "  ```\n", true, kModel},
-        {"other language blocks ignored", "```cpp\nclass ModelNew {};\n```\n```python\n" + kModel + "```\n", true, kModel},
+        {"other language blocks ignored", "```cpp\nclass ModelNew {};\n```\n```python\n" + kModel + "```\n", true,
+         kModel},
         {"no block", "I cannot do that.", false, "no Python code block"},
         {"empty completion", "", false, "no Python code block"},
         {"unclosed block", "```python\n" + kModel, false, "not closed"},
@@ -64,8 +67,10 @@ TEST(Extraction, Corpus) {
     for (const auto& c : cases) {
         auto ex = extract_candidate(c.completion);
         EXPECT_EQ(ex.ok(), c.ok) << c.name << ": " << ex.reason;
-        if (c.ok) EXPECT_EQ(ex.source, c.expect) << c.name;
-        else EXPECT_NE(ex.reason.find(c.expect), std::string::npos) << c.name << ": " << ex.reason;
+        if (c.ok)
+            EXPECT_EQ(ex.source, c.expect) << c.name;
+        else
+            EXPECT_NE(ex.reason.find(c.expect), std::string::npos) << c.name << ": " << ex.reason;
     }
 }
 

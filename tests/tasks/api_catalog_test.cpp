@@ -11,8 +11,8 @@ namespace {
 kz::ApiCatalog shipped() { return kz::ApiCatalog::load(std::string(KZ_SOURCE_DIR) + "/tasks/api_catalog.json"); }
 
 json minimal_api(const std::string& name) {
-    return {{"name", name}, {"torch", "torch.relu"}, {"category", "activation"}, {"kind", "same"}, {"arity", 1},
-            {"rank", {1, 5}}, {"template", "torch.relu({x})"}};
+    return {{"name", name}, {"torch", "torch.relu"}, {"category", "activation"},     {"kind", "same"},
+            {"arity", 1},   {"rank", {1, 5}},        {"template", "torch.relu({x})"}};
 }
 
 std::string load_error(json api) {
@@ -36,15 +36,65 @@ TEST(ApiCatalog, CoversKernelBenchOperatorFamilies) {
     auto c = shipped();
     // Level 1 and 2 families: matmul variants, 1-3D (transposed) convolutions, pooling, norms,
     // activations, reductions, softmax / log-softmax, scans, losses, attention.
-    for (const char* n : {"matmul", "bmm", "matvec", "mm_transposed_a", "mm_transposed_b", "tril_matmul", "diag_matmul",
-                          "linear", "conv1d", "conv2d", "conv3d", "conv2d_depthwise", "conv2d_grouped", "conv_transpose1d",
-                          "conv_transpose2d", "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
-                          "avg_pool2d", "avg_pool3d", "batch_norm2d", "layer_norm", "group_norm", "instance_norm2d",
-                          "rms_norm", "frobenius_norm", "l1_normalize", "relu", "gelu", "sigmoid", "tanh", "softplus",
-                          "hardtanh", "elu", "selu", "silu", "sum", "mean", "amax", "amin", "prod", "argmax",
-                          "argmin", "softmax", "log_softmax", "cumsum", "cumprod", "reverse_cumsum", "exclusive_cumsum",
-                          "mse_loss", "cross_entropy", "smooth_l1_loss", "kl_div", "hinge_loss", "triplet_margin_loss",
-                          "cosine_similarity_loss", "sdpa"}) {
+    for (const char* n : {"matmul",
+                          "bmm",
+                          "matvec",
+                          "mm_transposed_a",
+                          "mm_transposed_b",
+                          "tril_matmul",
+                          "diag_matmul",
+                          "linear",
+                          "conv1d",
+                          "conv2d",
+                          "conv3d",
+                          "conv2d_depthwise",
+                          "conv2d_grouped",
+                          "conv_transpose1d",
+                          "conv_transpose2d",
+                          "conv_transpose3d",
+                          "max_pool1d",
+                          "max_pool2d",
+                          "max_pool3d",
+                          "avg_pool1d",
+                          "avg_pool2d",
+                          "avg_pool3d",
+                          "batch_norm2d",
+                          "layer_norm",
+                          "group_norm",
+                          "instance_norm2d",
+                          "rms_norm",
+                          "frobenius_norm",
+                          "l1_normalize",
+                          "relu",
+                          "gelu",
+                          "sigmoid",
+                          "tanh",
+                          "softplus",
+                          "hardtanh",
+                          "elu",
+                          "selu",
+                          "silu",
+                          "sum",
+                          "mean",
+                          "amax",
+                          "amin",
+                          "prod",
+                          "argmax",
+                          "argmin",
+                          "softmax",
+                          "log_softmax",
+                          "cumsum",
+                          "cumprod",
+                          "reverse_cumsum",
+                          "exclusive_cumsum",
+                          "mse_loss",
+                          "cross_entropy",
+                          "smooth_l1_loss",
+                          "kl_div",
+                          "hinge_loss",
+                          "triplet_margin_loss",
+                          "cosine_similarity_loss",
+                          "sdpa"}) {
         EXPECT_NE(c.find(n), nullptr) << n;
     }
 }

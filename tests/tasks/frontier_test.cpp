@@ -86,7 +86,10 @@ TEST(Frontier, SavedAndLoadedThroughTheStore) {
 
 TEST(ProposerReward, HandComputedValues) {
     using P = kz::ProposalOutcome;
-    std::vector<P> batch = {{false, false, 0, -1}, {true, false, 0.5, -1}, {true, true, 0.5, 0}, {true, true, 0.2, 1},
+    std::vector<P> batch = {{false, false, 0, -1},
+                            {true, false, 0.5, -1},
+                            {true, true, 0.5, 0},
+                            {true, true, 0.2, 1},
                             {true, true, 1.0, 2}};
     auto r = kz::proposer_rewards(batch, 0.5, 0.0);
     EXPECT_DOUBLE_EQ(r[0], -1.0);
@@ -98,7 +101,8 @@ TEST(ProposerReward, HandComputedValues) {
     EXPECT_NEAR(r[0], 1.0, 1e-12);
     EXPECT_NEAR(r[1], 1.0 - 0.6 / 0.7, 1e-12);
     // Repetition: two of four in one cluster pay lambda * 2/4.
-    r = kz::proposer_rewards({{true, true, 0.5, 7}, {true, true, 0.5, 7}, {true, true, 0.5, 8}, {true, false, 0.5, 9}}, 0.5, 0.5);
+    r = kz::proposer_rewards({{true, true, 0.5, 7}, {true, true, 0.5, 7}, {true, true, 0.5, 8}, {true, false, 0.5, 9}},
+                             0.5, 0.5);
     EXPECT_NEAR(r[0], 1.0 - 0.25, 1e-12);
     EXPECT_NEAR(r[2], 1.0 - 0.125, 1e-12);
     EXPECT_DOUBLE_EQ(r[3], 0.0);

@@ -17,8 +17,10 @@ const char* kModule =
     "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2\n\n\n"
     "def get_inputs():\n    return [torch.randn(8, 32)]\n\n\ndef get_init_inputs():\n    return []\n";
 const char* kOther =
-    "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n        return torch.softmax(x @ y, -1)\n\n\n"
-    "def get_inputs():\n    return [torch.randn(16, 64), torch.randn(64, 8)]\n\n\ndef get_init_inputs():\n    return []\n";
+    "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n        return torch.softmax(x @ "
+    "y, -1)\n\n\n"
+    "def get_inputs():\n    return [torch.randn(16, 64), torch.randn(64, 8)]\n\n\ndef get_init_inputs():\n    return "
+    "[]\n";
 
 // What the reference worker reports for a module that passes every check it runs.
 kz::TaskValidation passed() {

@@ -5,7 +5,8 @@
 namespace {
 
 const std::string kTask =
-    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
+    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return "
+    "torch.relu(x)\n\n"
     "def get_inputs():\n    return [torch.randn(4, 4)]\n\ndef get_init_inputs():\n    return []\n";
 
 }  // namespace

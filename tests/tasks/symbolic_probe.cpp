@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
             char name[32];
             std::snprintf(name, sizeof name, "task_%04d.py", i);
             kz::write_file_atomic(out + "/" + name, t.source);
-            manifest.push_back({{"file", name}, {"level", set.level}, {"apis", t.apis}, {"output_shape", t.output_shape}});
+            manifest.push_back(
+                {{"file", name}, {"level", set.level}, {"apis", t.apis}, {"output_shape", t.output_shape}});
         }
         kz::write_file_atomic(out + "/manifest.json", manifest.dump(1));
         return 0;

@@ -93,7 +93,8 @@ TEST_F(StoreTest, SurvivesKillDuringWrites) {
             kz::write_file_atomic(progress, std::to_string(i + 1));
         }
     }
-    for (int tries = 0; tries < 400 && !fs::exists(progress); ++tries) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int tries = 0; tries < 400 && !fs::exists(progress); ++tries)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     kill(pid, SIGKILL);
     int status = 0;
@@ -115,7 +116,8 @@ TEST_F(StoreTest, SurvivesKillDuringWrites) {
 }
 
 TEST(Similarity, NormalisationIgnoresLayoutCommentsAndDocstrings) {
-    std::string a = "class Model:\n    \"\"\"Doc.\"\"\"\n    def forward(self, x):\n        return torch.relu(x)  # hi\n";
+    std::string a =
+        "class Model:\n    \"\"\"Doc.\"\"\"\n    def forward(self, x):\n        return torch.relu(x)  # hi\n";
     std::string b = "class Model:\n\n    def forward(self,x):\n        return torch.relu( x )\n";
     std::string c = "class Model:\n    def forward(self, x):\n        return torch.sigmoid(x)\n";
     EXPECT_EQ(kz::normalised_hash(a), kz::normalised_hash(b));

@@ -1,6 +1,7 @@
 // TaskValidator with several workers: validations from several threads at once give the verdicts that
 // one worker gives them one by one (each worker has its own reference process and scratch directory);
-// with warm_up, every worker is started ahead of its first module; each worker's Inductor compile threads are its share of the CPUs.
+// with warm_up, every worker is started ahead of its first module; each worker's Inductor compile threads are its share
+// of the CPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,9 +26,11 @@ TEST(TaskValidatorPool, ConcurrentValidationsMatchSerialOnes) {
         tasks.push_back(kz::generate_task(catalog, set, kz::SizeProfile::small, rng));
     }
     // A module that fails (it ignores its input): the pool must not mix up whose verdict is whose.
-    tasks.push_back({"import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.zeros(3)\n"
-                     "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n",
-                     tasks[0].apis, {}});
+    tasks.push_back(
+        {"import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.zeros(3)\n"
+         "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n",
+         tasks[0].apis,
+         {}});
     kz::ValidationOptions one;
     kz::TaskValidator serial(catalog, one);
     std::vector<nlohmann::json> want;

@@ -9,9 +9,9 @@ namespace {
 
 struct Fixture {
     kz::Tokenizer tok = kz::Tokenizer::load(std::string(KZ_SOURCE_DIR) + "/data/qwen2.5-tokenizer");
-    kz::Model model = kz::Model::random(
-        kz::ModelConfig::preset(kz::Arch::qwen2, "tiny", (tok.vocab_size() + 127) / 128 * 128), torch::kCPU,
-        torch::kFloat32, 3);
+    kz::Model model =
+        kz::Model::random(kz::ModelConfig::preset(kz::Arch::qwen2, "tiny", (tok.vocab_size() + 127) / 128 * 128),
+                          torch::kCPU, torch::kFloat32, 3);
     std::vector<std::vector<int64_t>> prompts = {tok.encode("Write a kernel."), tok.encode("def relu(x):")};
     Fixture() {
         kz::LoraConfig lc;
@@ -58,7 +58,9 @@ TEST(CoderStep, RolloutsRewardsAndMasks) {
     EXPECT_FALSE(masked.updated);
     for (const auto& r : rollouts) EXPECT_FALSE(r.in_loss);
     // A judge that answers for the wrong number of completions is an error, not a silent mismatch.
-    auto short_judge = [](const std::vector<std::pair<size_t, std::string>>&) { return std::vector<kz::RolloutOutcome>(1); };
+    auto short_judge = [](const std::vector<std::pair<size_t, std::string>>&) {
+        return std::vector<kz::RolloutOutcome>(1);
+    };
     EXPECT_THROW(kz::coder_step(f.model, opt, f.tok, f.prompts, {}, short_judge, rewards, cfg), std::runtime_error);
 }
 

@@ -89,7 +89,8 @@ int run_rank(const std::string& backend, const std::string& out) {
     auto params = s.train(env->rank, env->world, pg.get());
     for (auto& p : params) p = p.cpu();
     // The other collectives the trainer uses: every rank's bytes, rank 0's bytes.
-    auto all = pg->all_gather_bytes(std::string(static_cast<size_t>(3 + env->rank * 5000), static_cast<char>('a' + env->rank)));
+    auto all = pg->all_gather_bytes(
+        std::string(static_cast<size_t>(3 + env->rank * 5000), static_cast<char>('a' + env->rank)));
     std::string bcast = pg->broadcast_bytes(env->rank == 0 ? std::string("from rank 0") : std::string("ignored"));
     // claim(): two threads per rank take numbers of one counter until 40; across the ranks every
     // number must be taken exactly once.
@@ -116,12 +117,14 @@ int run_rank(const std::string& backend, const std::string& out) {
         }
     for (int i = 0; i < 40; ++i)
         if (count[static_cast<size_t>(i)] != 1) {
-            std::fprintf(stderr, "rank %d: claim() gave number %d to %d callers\n", env->rank, i, count[static_cast<size_t>(i)]);
+            std::fprintf(stderr, "rank %d: claim() gave number %d to %d callers\n", env->rank, i,
+                         count[static_cast<size_t>(i)]);
             return 1;
         }
     // publish / await: each rank's value is readable by the other (however long it came after), and a
     // key no rank publishes is an error naming it, not a hang.
-    pg->publish("value/" + std::to_string(env->rank), std::string(1000 + env->rank, static_cast<char>('x' + env->rank)));
+    pg->publish("value/" + std::to_string(env->rank),
+                std::string(1000 + env->rank, static_cast<char>('x' + env->rank)));
     const int other = 1 - env->rank;
     if (pg->await("value/" + std::to_string(other), std::chrono::seconds(60)) !=
         std::string(1000 + other, static_cast<char>('x' + other))) {
@@ -139,7 +142,8 @@ int run_rank(const std::string& backend, const std::string& out) {
         }
     }
     pg->barrier("end", std::chrono::seconds(60));
-    if (all.size() != 2 || all[0] != std::string(3, 'a') || all[1] != std::string(5003, 'b') || bcast != "from rank 0") {
+    if (all.size() != 2 || all[0] != std::string(3, 'a') || all[1] != std::string(5003, 'b') ||
+        bcast != "from rank 0") {
         std::fprintf(stderr, "rank %d: all_gather_bytes / broadcast_bytes returned the wrong bytes\n", env->rank);
         return 1;
     }
@@ -157,7 +161,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (backend == "nccl" && torch::cuda::device_count() < 2) {
-        std::printf("SKIP: NCCL parity needs 2 GPUs, this machine has %d\n", static_cast<int>(torch::cuda::device_count()));
+        std::printf("SKIP: NCCL parity needs 2 GPUs, this machine has %d\n",
+                    static_cast<int>(torch::cuda::device_count()));
         return 77;
     }
     torch::set_num_threads(1);
@@ -172,8 +177,8 @@ int main(int argc, char** argv) {
     }
     // The ranks, started the way `train --nproc-per-node 2` starts them.
     const std::atomic<bool> never{false};
-    const int rc = kz::launch_local_ranks(2, {std::filesystem::read_symlink("/proc/self/exe").string(), "--rank", backend, out},
-                                          never);
+    const int rc = kz::launch_local_ranks(
+        2, {std::filesystem::read_symlink("/proc/self/exe").string(), "--rank", backend, out}, never);
     if (rc != 0) {
         std::fprintf(stderr, "FAIL: a rank process failed (exit code %d)\n", rc);
         return 1;

@@ -16,7 +16,8 @@ TEST(VerifierJudge, ExtractsVerifiesAndKeepsVerdicts) {
     vo.compile_workers = 1;
     kz::Verifier verifier(vo);
     verifier.start();
-    kz::VerifierJudge judge(verifier, {kz::read_file(ex + "tasks/relu.py"), kz::read_file(ex + "tasks/softmax.py")}, "triton");
+    kz::VerifierJudge judge(verifier, {kz::read_file(ex + "tasks/relu.py"), kz::read_file(ex + "tasks/softmax.py")},
+                            "triton");
     const std::string relu = "Here it is:\n```python\n" + kz::read_file(ex + "triton/relu.py") + "```\n";
     auto out = judge({{0, relu}, {0, "I would rather not."}, {1, relu}});
     ASSERT_EQ(out.size(), 3u);

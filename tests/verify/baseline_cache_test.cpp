@@ -43,7 +43,8 @@ TEST(BaselineCache, OpensWhileAnotherProcessHoldsTheWriteLock) {
     std::string path = d + "/b.sqlite";
     sqlite3* other = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(other, "CREATE TABLE t (x); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(other, "CREATE TABLE t (x); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);", nullptr, nullptr,
+                           nullptr),
               SQLITE_OK);
     std::thread release([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));

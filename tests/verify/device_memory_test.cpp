@@ -182,7 +182,7 @@ TEST(DeviceMemory, JobNeedsFromFootprints) {
 
     const auto relu = footprint(0, 6, 6, 6);
     const auto need = kz::job_memory(relu);
-    EXPECT_GE(need.reference, relu.reference_peak());       // it holds at least what the reference needs
+    EXPECT_GE(need.reference, relu.reference_peak());                    // it holds at least what the reference needs
     EXPECT_GE(need.candidate, relu.reference_peak() + 2 * relu.inputs);  // plus a snapshot / timing buffers
     const int64_t at_once = capacity / need.total();
     EXPECT_GE(at_once, 2);
@@ -206,15 +206,17 @@ TEST(DeviceMemory, JobNeedsFromFootprints) {
 }
 
 TEST(DeviceMemory, FootprintsFromTheWorkersReplies) {
-    auto f = kz::TaskFootprint::from_json({{"params", 1024}, {"inputs", 3221225472.0}, {"outputs", 4096}, {"forward", 8192}}, true);
+    auto f = kz::TaskFootprint::from_json(
+        {{"params", 1024}, {"inputs", 3221225472.0}, {"outputs", 4096}, {"forward", 8192}}, true);
     ASSERT_TRUE(f.has_value());
     EXPECT_EQ(f->inputs, int64_t{3221225472});  // past 32 bits
     EXPECT_TRUE(f->measured);
     EXPECT_FALSE(kz::TaskFootprint::from_json({{"estimated", false}, {"why", "nonzero on meta"}}, false).has_value());
-    EXPECT_FALSE(kz::TaskFootprint::from_json({{"params", -1}, {"inputs", 0}, {"outputs", 0}, {"forward", 0}}, true).has_value());
+    EXPECT_FALSE(kz::TaskFootprint::from_json({{"params", -1}, {"inputs", 0}, {"outputs", 0}, {"forward", 0}}, true)
+                     .has_value());
     EXPECT_FALSE(kz::TaskFootprint::from_json(nullptr, true).has_value());
     EXPECT_FALSE(kz::TaskFootprint::from_json({{"params", 1e30}, {"inputs", 0}, {"outputs", 0}, {"forward", 0}}, true)
-                     .has_value());  // beyond any device: refused, not wrapped
+                     .has_value());                         // beyond any device: refused, not wrapped
     EXPECT_EQ(kz::device_capacity(80 * kGiB, kGiB, 4), 0);  // never negative
 }
 

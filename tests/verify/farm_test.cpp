@@ -54,22 +54,39 @@ struct FarmTest : ::testing::Test {
     // redis-server with AOF (fsync every write) in `dir`: what a farm's broker should run with.
     void start_redis() {
         kz::SpawnOptions o;
-        o.argv = {"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
-                  "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", dir + "/redis.log"};
+        o.argv = {"redis-server",    "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
+                  "--appendonly",    "yes",    "--appendfsync",      "always", "--save",    "",      "--logfile",
+                  dir + "/redis.log"};
         redis = std::make_unique<kz::Process>(o);
         try {
             kz::RedisConn c(kz::RedisUrl::parse(url()), std::chrono::seconds(20));
             ASSERT_EQ(c.command({"PING"}).str, "PONG");
         } catch (const std::exception& e) {
-            std::error_code ec;  // the test ends here, and its directory goes with it: the broker's log goes with the error
-            throw std::runtime_error(std::string(e.what()) + "\nredis.log:\n" +
-                                     (fs::exists(dir + "/redis.log", ec) ? kz::read_file(dir + "/redis.log") : "(none)"));
+            std::error_code
+                ec;  // the test ends here, and its directory goes with it: the broker's log goes with the error
+            throw std::runtime_error(
+                std::string(e.what()) + "\nredis.log:\n" +
+                (fs::exists(dir + "/redis.log", ec) ? kz::read_file(dir + "/redis.log") : "(none)"));
         }
     }
     void start_daemon(const std::string& name, const std::vector<std::string>& extra = {}) {
         kz::SpawnOptions o;
-        o.argv = {kBin, "verifier-daemon", "--redis", url(), "--devices", "cpu", "--workers", "1", "--name", name,
-                  "--claim-idle", "4", "--heartbeat", "1", "--timing-iters", "3"};
+        o.argv = {kBin,
+                  "verifier-daemon",
+                  "--redis",
+                  url(),
+                  "--devices",
+                  "cpu",
+                  "--workers",
+                  "1",
+                  "--name",
+                  name,
+                  "--claim-idle",
+                  "4",
+                  "--heartbeat",
+                  "1",
+                  "--timing-iters",
+                  "3"};
         o.argv.insert(o.argv.end(), extra.begin(), extra.end());
         o.stderr_path = dir + "/" + name + ".log";
         daemons[name] = std::make_unique<kz::Process>(o);
@@ -116,7 +133,8 @@ struct FarmTest : ::testing::Test {
     }
 };
 
-const std::vector<std::string> kTasks = {"relu", "gelu", "softmax", "sum_dim", "mean_dim", "log_softmax", "rmsnorm", "cumsum"};
+const std::vector<std::string> kTasks = {"relu",     "gelu",        "softmax", "sum_dim",
+                                         "mean_dim", "log_softmax", "rmsnorm", "cumsum"};
 
 TEST_F(FarmTest, TwoDaemonsServeABatchAndOneKilledMidJobLosesNothing) {
     start_redis();
@@ -192,13 +210,18 @@ TEST_F(FarmTest, MalformedJobsGetErrorVerdictsAndTheDaemonGoesOn) {
     client.start();  // creates the stream and the group
     c.command({"XADD", "kz:farm:jobs", "*", "job", "{not json"});
     c.command({"XADD", "kz:farm:jobs", "*", "other", "field"});
-    json bad = {{"farm_id", "bad-backend"}, {"task", "x"}, {"candidate", "y"}, {"backend", "fortran"},
+    json bad = {{"farm_id", "bad-backend"},
+                {"task", "x"},
+                {"candidate", "y"},
+                {"backend", "fortran"},
                 {"settings", kz::verdict_settings(requested())}};
     c.command({"XADD", "kz:farm:jobs", "*", "job", bad.dump()});
     kz::VerifyOptions other = requested();
     other.trials = 2;
-    json mismatched = {{"farm_id", "other-settings"}, {"task", job("relu").task_source},
-                       {"candidate", job("relu").candidate_source}, {"backend", "triton"},
+    json mismatched = {{"farm_id", "other-settings"},
+                       {"task", job("relu").task_source},
+                       {"candidate", job("relu").candidate_source},
+                       {"backend", "triton"},
                        {"settings", kz::verdict_settings(other)}};
     c.command({"XADD", "kz:farm:jobs", "*", "job", mismatched.dump()});
     const std::string good = client.submit(job("relu"));
@@ -231,15 +254,17 @@ TEST_F(FarmTest, VerifyJobsThroughTheFarm) {
     {
         std::string lines;
         for (const char* t : {"relu", "softmax"})
-            lines += json({{"id", t}, {"task", kSrc + "/examples/known_good/tasks/" + t + ".py"},
-                           {"candidate", kSrc + "/examples/known_good/triton/" + t + ".py"}, {"backend", "triton"}})
+            lines += json({{"id", t},
+                           {"task", kSrc + "/examples/known_good/tasks/" + t + ".py"},
+                           {"candidate", kSrc + "/examples/known_good/triton/" + t + ".py"},
+                           {"backend", "triton"}})
                          .dump() +
                      "\n";
         kz::write_file_atomic(jobs, lines);
     }
     kz::SpawnOptions o;
-    o.argv = {kBin, "verify", "--jobs", jobs, "--out", out, "--device", "cpu", "--timing-iters", "3", "--verifier", url(),
-              "--no-progress"};
+    o.argv = {kBin, "verify",     "--jobs", jobs,           "--out", out, "--device", "cpu", "--timing-iters",
+              "3",  "--verifier", url(),    "--no-progress"};
     o.stderr_path = dir + "/verify.log";
     kz::Process p(o);
     for (int i = 0; i < 3000 && !p.exited(); ++i) std::this_thread::sleep_for(100ms);

@@ -39,12 +39,15 @@ public:
         const auto& v = c_->verdict;
         std::string want = c_->expect.value("status", "");
         EXPECT_EQ(kz::to_string(v.status), want) << c_->name << ": " << v.reason << "\n" << v.log;
-        if (c_->expect.contains("reason_contains"))
+        if (c_->expect.contains("reason_contains")) {
             EXPECT_NE(v.reason.find(c_->expect["reason_contains"].get<std::string>()), std::string::npos)
                 << c_->name << ": " << v.reason;
-        if (c_->expect.contains("log_contains"))
+        }
+        if (c_->expect.contains("log_contains")) {
             EXPECT_NE(v.log.find(c_->expect["log_contains"].get<std::string>()), std::string::npos)
-                << c_->name << ": the log does not say where it stopped:\n" << v.log;
+                << c_->name << ": the log does not say where it stopped:\n"
+                << v.log;
+        }
         if (c_->expect.contains("failed_any")) {
             bool any = false;
             std::string listed;
@@ -75,12 +78,18 @@ int main(int argc, char** argv) {
     int lanes = 1, timing_iters = 10, compile_workers = 0;
     for (int i = 1; i + 1 < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--manifest") manifest = argv[++i];
-        else if (a == "--device") device = argv[++i];
-        else if (a == "--lanes") lanes = std::stoi(argv[++i]);
-        else if (a == "--timing-iters") timing_iters = std::stoi(argv[++i]);
-        else if (a == "--compile-workers") compile_workers = std::stoi(argv[++i]);
-        else if (a == "--cache-dir") cache_dir = argv[++i];
+        if (a == "--manifest")
+            manifest = argv[++i];
+        else if (a == "--device")
+            device = argv[++i];
+        else if (a == "--lanes")
+            lanes = std::stoi(argv[++i]);
+        else if (a == "--timing-iters")
+            timing_iters = std::stoi(argv[++i]);
+        else if (a == "--compile-workers")
+            compile_workers = std::stoi(argv[++i]);
+        else if (a == "--cache-dir")
+            cache_dir = argv[++i];
     }
     if (manifest.empty()) {
         std::cerr << "suite_test: --manifest is required\n";
@@ -102,11 +111,15 @@ int main(int argc, char** argv) {
             k.job.timeout_s = c.value("timeout", 0.0);
             std::string err;
             auto t = kz::load_source(c.value("task", ""), base, err);
-            if (!t) k.load_error = "task: " + err;
-            else k.job.task_source = t->text;
+            if (!t)
+                k.load_error = "task: " + err;
+            else
+                k.job.task_source = t->text;
             auto cand = kz::load_source(c.value("candidate", ""), base, err);
-            if (!cand) k.load_error = "candidate: " + err;
-            else k.job.candidate_source = cand->text;
+            if (!cand)
+                k.load_error = "candidate: " + err;
+            else
+                k.job.candidate_source = cand->text;
             g_cases.push_back(std::move(k));
         }
     }
@@ -118,8 +131,9 @@ int main(int argc, char** argv) {
     if (cache_dir.empty())
         if (const char* env = std::getenv("KZ_CACHE_DIR"); env && *env) cache_dir = env;  // shared across suites
     o.timing_iters = timing_iters;
-    o.cache_dir = cache_dir.empty() ? kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-suite-cache-")
-                                    : cache_dir;
+    o.cache_dir = cache_dir.empty()
+                      ? kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-suite-cache-")
+                      : cache_dir;
     kz::Verifier verifier(o);
     try {
         verifier.start();
@@ -162,10 +176,13 @@ int main(int argc, char** argv) {
             if (!m.is_object()) continue;
             const json cand = m.value("candidate", json::object());
             std::cerr << "suite_test: memory " << c.name << ": " << kz::to_string(c.verdict.status) << ", admitted "
-                      << kz::gib(m.value("admitted", int64_t{0})) << " beside " << kz::gib(m.value("beside", int64_t{0}))
-                      << ", candidate peak " << kz::gib(cand.is_object() ? cand.value("peak_bytes", int64_t{0}) : 0)
-                      << " of cap " << kz::gib(m.value("candidate_cap", int64_t{0}))
-                      << (m.contains("first_run") ? "; run again alone after: " + m["first_run"].value("reason", std::string()).substr(0, 200) : "")
+                      << kz::gib(m.value("admitted", int64_t{0})) << " beside "
+                      << kz::gib(m.value("beside", int64_t{0})) << ", candidate peak "
+                      << kz::gib(cand.is_object() ? cand.value("peak_bytes", int64_t{0}) : 0) << " of cap "
+                      << kz::gib(m.value("candidate_cap", int64_t{0}))
+                      << (m.contains("first_run") ? "; run again alone after: " +
+                                                        m["first_run"].value("reason", std::string()).substr(0, 200)
+                                                  : "")
                       << "\n";
         }
     }
@@ -185,7 +202,9 @@ int main(int argc, char** argv) {
                                     struct T : ::testing::Test {
                                         int n;
                                         explicit T(int k) : n(k) {}
-                                        void TestBody() override { EXPECT_GT(n, 0) << "no job was admitted beside another"; }
+                                        void TestBody() override {
+                                            EXPECT_GT(n, 0) << "no job was admitted beside another";
+                                        }
                                     };
                                     return new T(beside);
                                 });

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-using nlohmann::json;
 using kz::Status;
+using nlohmann::json;
 
 namespace {
 
@@ -18,16 +18,19 @@ json passing_checks() {
 }
 
 json trial(bool ok, double err = 0.001) {
-    return {{"ok", ok}, {"reason", ok ? "" : "3 of 10 elements outside atol"}, {"max_abs_err", err},
-            {"max_rel_err", err * 2}, {"meta", true}};
+    return {{"ok", ok},
+            {"reason", ok ? "" : "3 of 10 elements outside atol"},
+            {"max_abs_err", err},
+            {"max_rel_err", err * 2},
+            {"meta", true}};
 }
 
 kz::JobReplies good(const std::string& device = "cuda") {
     kz::JobReplies r;
     r.device = device;
     r.backend = "triton";
-    r.compile = {{"ok", true}, {"checks", passing_checks()}, {"reasons", json::array()}, {"compile_s", 0.1},
-                 {"library_ops", json::array()}, {"compile_error", nullptr}};
+    r.compile = {{"ok", true},       {"checks", passing_checks()},   {"reasons", json::array()},
+                 {"compile_s", 0.1}, {"library_ops", json::array()}, {"compile_error", nullptr}};
     r.run = {{"ok", true},
              {"launches", 5},
              {"custom_fraction", 0.9},
@@ -35,9 +38,10 @@ kz::JobReplies good(const std::string& device = "cuda") {
              {"library_ops", json::object()},
              {"checks", {{"output_meta", "pass"}, {"inputs_unchanged", "pass"}}},
              {"compile_s", 0.5},
-             {"timing", {{"event_ms", {{"median", 2.0}, {"min", 1.9}, {"max", 2.5}, {"n", 100}}},
-                         {"host_ms", {{"median", 2.1}, {"min", 2.0}, {"max", 2.6}, {"n", 100}}},
-                         {"outside_stream_ms", {{"median", 0.01}, {"min", 0.0}, {"max", 0.05}, {"n", 100}}}}}};
+             {"timing",
+              {{"event_ms", {{"median", 2.0}, {"min", 1.9}, {"max", 2.5}, {"n", 100}}},
+               {"host_ms", {{"median", 2.1}, {"min", 2.0}, {"max", 2.6}, {"n", 100}}},
+               {"outside_stream_ms", {{"median", 0.01}, {"min", 0.0}, {"max", 0.05}, {"n", 100}}}}}};
     r.compare = {{"ok", true},
                  {"trials", {trial(true), trial(true, 0.004), trial(true), trial(true), trial(true)}},
                  {"recheck", trial(true)},
@@ -67,8 +71,9 @@ TEST(Verdict, CorrectWithSpeedupsAndErrors) {
     EXPECT_EQ(j["status"], "correct");
     EXPECT_EQ(j["correct"], true);
     EXPECT_EQ(j["trials"]["passed"], 5);
-    for (const char* key : {"max_rel_err", "runtime_ms", "ref_eager_ms", "ref_compile_ms", "speedup_compile",
-                            "custom_kernel_time_fraction", "checks", "compile_s", "total_s", "device", "backend", "log"})
+    for (const char* key :
+         {"max_rel_err", "runtime_ms", "ref_eager_ms", "ref_compile_ms", "speedup_compile",
+          "custom_kernel_time_fraction", "checks", "compile_s", "total_s", "device", "backend", "log"})
         EXPECT_TRUE(j.contains(key)) << key;
 }
 
@@ -100,9 +105,12 @@ TEST(Verdict, BuildFailureIsCompileErrorWithLog) {
 }
 
 TEST(Verdict, RunFailureKindsMapToStatuses) {
-    for (auto [kind, st] : {std::pair{"timeout", Status::timeout}, {"runtime_error", Status::runtime_error},
-                            {"compile_error", Status::compile_error}, {"incorrect", Status::incorrect},
-                            {"format_error", Status::format_error}, {"infra_error", Status::infra_error}}) {
+    for (auto [kind, st] : {std::pair{"timeout", Status::timeout},
+                            {"runtime_error", Status::runtime_error},
+                            {"compile_error", Status::compile_error},
+                            {"incorrect", Status::incorrect},
+                            {"format_error", Status::format_error},
+                            {"infra_error", Status::infra_error}}) {
         auto r = good();
         r.run = {{"ok", false}, {"kind", kind}, {"reason", "because"}, {"check", "output_meta"}};
         auto v = kz::assemble_verdict(r, strict());
@@ -268,8 +276,10 @@ TEST(Verdict, MissingRepliesAreInfraErrors) {
 
 TEST(Verdict, UnreadableOutputsAreIncorrect) {
     auto r = good();
-    r.compare["trials"][0] = {{"ok", false}, {"reason", "the candidate's output cannot be read: bad handle"},
-                              {"meta", true}, {"unreadable", true}};
+    r.compare["trials"][0] = {{"ok", false},
+                              {"reason", "the candidate's output cannot be read: bad handle"},
+                              {"meta", true},
+                              {"unreadable", true}};
     auto v = kz::assemble_verdict(r, strict());
     EXPECT_EQ(v.status, Status::incorrect);
     EXPECT_NE(v.reason.find("cannot be read"), std::string::npos);
