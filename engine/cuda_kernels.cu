@@ -267,8 +267,8 @@ __device__ __forceinline__ void cp_async_wait() {
 // Each warp streams its own 16-key tiles of K and V through a ring of kAttnStages shared-memory stages
 // filled by cp.async, so that two tiles are in flight while it computes on a third (the kernel is
 // bound by the latency of these loads: a row's keys are few, ~6 tiles a warp at 7B batch 64). The
-// ring takes ~102 KB a block at D = 128 (2 blocks an SM); registers are not the limit since the
-// loads no longer pass through them.
+// ring takes ~102 KB a block at D = 128 (2 blocks an SM); the loads do not pass through registers,
+// so registers do not limit the occupancy.
 constexpr int kAttnStages = 3;
 
 template <typename T, int D>

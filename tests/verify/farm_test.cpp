@@ -28,7 +28,7 @@ const std::string kSrc = KZ_SOURCE_DIR;
 int free_port() {
     // A port per test from a range chosen by this process's id (redis-server must be told one; a clash
     // would show in its log and fail the PING below), below Linux's ephemeral range (32768-60999 by
-    // default), where a client connection's local port can hold it: 39638 was refused once in CI.
+    // default): a port in that range may already be held as the local end of a client connection.
     static int next = 20000 + static_cast<int>(::getpid() % 10000);
     return next++;
 }

@@ -316,9 +316,8 @@ def _validate(req, work, module_name):
 
     # What the task needs is one forward's memory: its weights, its inputs and what the forward
     # allocates, measured here and nowhere later. The checks below hold several runs' outputs at once
-    # (and the timing its cache-flush buffer): the validator's memory, not the task's. An fp32 causal
-    # attention task whose forward needs 1.5 GB was turned down at 5.2 GB, the peak over every check.
-    # A module over the band is invalid whatever the other checks give, and is turned down before four
+    # (and the timing its cache-flush buffer): the validator's memory, not the task's, which can be
+    # several times the forward's. A module over the band is invalid whatever the other checks give, and is turned down before four
     # more forwards and the timing (for a module this large, seconds of a validation round).
     if device.type == "cuda":
         peak = (torch.cuda.max_memory_allocated(device) - base_mem) / 2**20
