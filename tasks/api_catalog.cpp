@@ -159,25 +159,31 @@ std::string full_torch_name(const std::string& name) {
 
 }  // namespace
 
-const ApiSpec& ApiCatalog::resolve(const std::string& name) const {
-    if (const ApiSpec* a = find(name)) return *a;
-    const std::string torch_api = full_torch_name(name);
+const std::vector<size_t>& ApiCatalog::entries_of_torch_name(const std::string& name, std::string& torch_api) const {
+    torch_api = full_torch_name(name);
     auto it = by_torch_api_.find(torch_api);
     if (it == by_torch_api_.end()) throw std::invalid_argument("API \"" + name + "\" is not in the catalog");
-    if (it->second.size() > 1) {
+    return it->second;
+}
+
+const ApiSpec& ApiCatalog::resolve(const std::string& name) const {
+    if (const ApiSpec* a = find(name)) return *a;
+    std::string torch_api;
+    const std::vector<size_t>& entries = entries_of_torch_name(name, torch_api);
+    if (entries.size() > 1) {
         std::string names;
-        for (size_t i : it->second) names += (names.empty() ? "" : ", ") + apis_[i].name;
+        for (size_t i : entries) names += (names.empty() ? "" : ", ") + apis_[i].name;
         throw std::invalid_argument("API \"" + name + "\" is " + torch_api + ", which " +
-                                    std::to_string(it->second.size()) + " catalog entries use (" + names +
+                                    std::to_string(entries.size()) + " catalog entries use (" + names +
                                     "): name one of them");
     }
-    return apis_[it->second.front()];
+    return apis_[entries.front()];
 }
 
 std::string ApiCatalog::torch_api_of(const std::string& name) const {
     if (const ApiSpec* a = find(name)) return a->torch_api;
-    const std::string torch_api = full_torch_name(name);
-    if (!by_torch_api_.count(torch_api)) throw std::invalid_argument("API \"" + name + "\" is not in the catalog");
+    std::string torch_api;
+    entries_of_torch_name(name, torch_api);
     return torch_api;
 }
 

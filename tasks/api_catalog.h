@@ -54,6 +54,9 @@ private:
     std::vector<ApiSpec> apis_;
     std::map<std::string, size_t> by_name_;
     std::map<std::string, std::vector<size_t>> by_torch_api_;
+    // The entries that record torch name `name` (short forms spelled out into `torch_api`); throws
+    // std::invalid_argument when none does.
+    const std::vector<size_t>& entries_of_torch_name(const std::string& name, std::string& torch_api) const;
 };
 
 }  // namespace kz

@@ -347,17 +347,6 @@ def _cap_memory(device, cap_bytes):
     return int(cap_bytes)
 
 
-def _release_memory(lock):
-    """Frees the child's device memory under the shared lock before it exits: unmapping tens of GiB
-    is device work, which the process's exit would otherwise do in another job's timed iterations."""
-    try:
-        with harness.device_lock(lock, exclusive=False):
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-    except BaseException:  # noqa: BLE001 - a context broken by the candidate: its exit frees what it can
-        pass
-
-
 def spare_main(job_fd, result_fd, job_dir, device, recorder):
     """A pre-forked child: confines itself and opens the device *before* its job exists, so that neither
     is on a job's critical path; then reads one job, runs it, reports and exits. Never returns."""
@@ -401,7 +390,11 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         if torch.device(device).type == "cuda":
             result["memory"] = {"peak_bytes": torch.cuda.max_memory_reserved(device), "cap_bytes": cap,
                                 "tried_bytes": _tried_bytes(result.get("reason") or "")}
-            _release_memory(req.get("lock_path"))
+            # Freed before the exit, which would otherwise unmap tens of GiB outside the lock.
+            try:
+                harness.free_cached_memory(device, req.get("lock_path"))
+            except BaseException:  # noqa: BLE001 - a context the candidate broke: its exit frees what it can
+                pass
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
         out = json.dumps(result, default=str, allow_nan=True).encode()

@@ -352,6 +352,16 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def free_cached_memory(device, lock_path):
+    """Gives the caching allocator's free device memory back to the driver, under the shared device
+    lock: freeing multi-GiB segments is device work that must not land in another job's timed
+    iterations."""
+    if torch.device(device).type == "cuda":
+        with device_lock(lock_path, exclusive=False):
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
+
+
 def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 

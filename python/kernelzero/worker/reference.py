@@ -24,12 +24,9 @@ CONNECT_SLACK_S = 60
 
 
 def _reset_memory(device, lock):
-    """Gives the cached device memory back (under the shared lock: freeing multi-GiB segments is
-    device work that must not land in another job's timed iterations) and restarts the peak."""
+    """Gives the cached device memory back and restarts the peak."""
     if device.type == "cuda":
-        with harness.device_lock(lock, exclusive=False):
-            torch.cuda.synchronize(device)
-            torch.cuda.empty_cache()
+        harness.free_cached_memory(device, lock)
         torch.cuda.reset_peak_memory_stats(device)
 
 
