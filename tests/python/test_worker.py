@@ -1,4 +1,6 @@
 """Unit tests of the worker's Python pieces (run by ctest: python -m unittest discover tests/python)."""
+import contextlib
+import fcntl
 import gc
 import os
 import socket
@@ -10,6 +12,8 @@ import weakref
 from unittest import mock
 
 import torch
+import triton
+import triton.language as tl
 
 from kernelzero import cuda as kzc
 from kernelzero.worker import harness, protocol, static_checks, transfer
@@ -204,6 +208,13 @@ class Timing(unittest.TestCase):
         with self.assertRaises(Stop):
             harness.time_callable(lambda x: x, sets, "cpu", 3, warmup=0, keep=stop)
 
+    def test_a_probe_runs_only_on_cuda(self):
+        probed = []
+        timing, _ = harness.time_callable(lambda x: x, [[torch.zeros(2)]], "cpu", 3, warmup=0,
+                                          probe=lambda inputs, cycles: probed.append(cycles) or (1.0, 0.0))
+        self.assertEqual(probed, [])
+        self.assertNotIn("probe", timing)
+
     def test_input_sets_kept_or_made_again(self):
         made = []
 
@@ -229,6 +240,73 @@ class Timing(unittest.TestCase):
                 return [torch.randn(1 << 20, 1 << 20)]  # 4 TiB: only shapes on the meta device
         (x,) = harness.make_inputs(Task, 1, "meta")
         self.assertEqual(x.device.type, "meta")
+
+
+@triton.jit
+def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA device")
+class TimingOnGpu(unittest.TestCase):
+    def test_the_probe_has_the_device_to_itself_and_a_spin_that_outlasts_its_enqueue(self):
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+        calls = []
+
+        def probe(inputs, cycles):
+            lock = os.open(path, os.O_RDWR)
+            try:  # a reader would have to wait: the timed iterations' exclusive hold continues
+                with self.assertRaises(BlockingIOError):
+                    fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            finally:
+                os.close(lock)
+            calls.append(cycles)
+            # The first call claims an enqueue longer than any spin it could have been given.
+            return float(inputs[0].sum()), (1e6 if len(calls) == 1 else 0.0)
+        x = torch.ones(1024, device="cuda")
+        timing, _ = harness.time_callable(lambda t: t * 2, [[x]], "cuda", 5, warmup=1, lock_path=path,
+                                          probe=probe)
+        self.assertEqual(timing["event_ms"]["n"], 5)
+        self.assertEqual(timing["probe"], 1024.0)
+        self.assertEqual(len(calls), 2)
+        longest = int(harness.MAX_SPIN_MS * harness._cycles_per_ms(torch.device("cuda")))
+        self.assertLess(calls[0], calls[1])
+        self.assertEqual(calls[1], longest)
+
+    def test_a_triton_compile_inside_a_forward_lets_the_lock_go(self):
+        from kernelzero.worker import accounting
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+        seen = []
+
+        @contextlib.contextmanager
+        def compile_context():
+            with harness.device_lock_released("cuda"):
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    seen.append("free")
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    seen.append("held")
+                finally:
+                    os.close(fd)
+                yield
+        recorder = accounting.LaunchRecorder()
+        recorder.compile_context = compile_context
+        x = torch.arange(1000, device="cuda", dtype=torch.float32)
+        y = torch.empty_like(x)
+        with harness.device_lock(path, exclusive=False):
+            double[(1,)](x, y, 1000, BLOCK=1024)
+            double[(1,)](x, y, 1000, BLOCK=1024)  # compiled already: no second release
+            fd = os.open(path, os.O_RDWR)
+            try:  # held again after the compile
+                with self.assertRaises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
+        self.assertEqual(seen, ["free"])
+        self.assertTrue(torch.equal(y, 2 * x))
 
 
 class DeviceLock(unittest.TestCase):
@@ -260,6 +338,41 @@ class DeviceLock(unittest.TestCase):
         w.join()
         r.join()
         self.assertEqual(events, ["two readers", "writer", "late reader"])
+
+    def test_a_reader_lets_the_lock_go_for_host_work_and_takes_it_back(self):
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+
+        def writer_gets_in():
+            try:
+                with harness.device_lock(path, exclusive=True, wait_s=0.2):
+                    return True
+            except harness.DeviceBusy:
+                return False
+
+        def in_other_thread(fn):
+            out = []
+            t = threading.Thread(target=lambda: out.append(fn()))
+            t.start()
+            t.join()
+            return out[0]
+        with harness.device_lock_released("cpu"):  # no hold: nothing to let go
+            self.assertTrue(in_other_thread(writer_gets_in))
+        with harness.device_lock(path, exclusive=False):
+            with harness.device_lock(path, exclusive=False):  # nested holds go and come back together
+                self.assertFalse(in_other_thread(writer_gets_in))
+                with harness.device_lock_released("cpu"):
+                    self.assertTrue(in_other_thread(writer_gets_in))
+                self.assertFalse(in_other_thread(writer_gets_in))
+            self.assertFalse(in_other_thread(writer_gets_in))
+        self.assertTrue(in_other_thread(writer_gets_in))
+        with harness.device_lock(path, exclusive=True):  # timed iterations are never interrupted
+            with harness.device_lock_released("cpu"):
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    with self.assertRaises(BlockingIOError):
+                        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                finally:
+                    os.close(fd)
 
     def test_a_writer_gives_up_on_a_reader_that_never_leaves(self):
         path = os.path.join(tempfile.mkdtemp(), "device.lock")

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -45,6 +46,9 @@ class LaunchRecorder:
         self.launch_error = None   # (kernel name, exception) of the first launch that raised
         self.measuring = False     # while True, CUDA events bracket every custom launch
         self.spans = []
+        # Entered around every Triton JIT compile (a cache miss at launch): the candidate's child lets
+        # the device lock go there (harness.device_lock_released).
+        self.compile_context = contextlib.nullcontext
         self._open = None
         self._install()
 
@@ -110,6 +114,12 @@ class LaunchRecorder:
                         rec.custom_seconds += time.perf_counter() - t0
                         rec.inside -= 1
                 cls.run = run
+            orig_compile = getattr(tjit.JITFunction, "_do_compile", None)
+            if orig_compile is not None:
+                def do_compile(self_fn, *args, _orig=orig_compile, **kwargs):
+                    with rec.compile_context():
+                        return _orig(self_fn, *args, **kwargs)
+                tjit.JITFunction._do_compile = do_compile
         except ImportError:
             pass
 
@@ -159,31 +169,33 @@ class _OpSpans(TorchDispatchMode):
         return out
 
 
-QUEUE_AHEAD_CYCLES = 100_000_000  # ~50 ms at 2 GHz
-
-
-def event_kernel_share(fn, inputs, recorder, device):
+def event_kernel_share(fn, inputs, recorder, device, queue_ahead_cycles):
     """Share of GPU time in the candidate's own kernels, from CUDA events around each of its launches
     and around each torch operator (allocations cost ~0). Used when every custom launch goes through
-    our hooks (Triton, kernelzero.cuda): far cheaper than starting the profiler in every process."""
+    our hooks (Triton, kernelzero.cuda): far cheaper than starting the profiler in every process.
+
+    A spin kernel of `queue_ahead_cycles` keeps the GPU busy while the host queues the whole forward:
+    an event pair then measures the GPU executing what lies between them, not the host's launch gaps
+    (which, on small problems, would otherwise dominate every span). Returns (share, enqueue_ms); a
+    share whose enqueue outlasted the spin may hold such gaps. Meant to run with the device to itself
+    (harness.time_callable's probe): another process's kernels in a span would count as ours."""
     torch.cuda.synchronize(device)
     recorder.spans = []
     recorder.measuring = True
     ops = _OpSpans(recorder)
     try:
-        # Keep the GPU busy while the host queues the whole forward: an event pair then measures
-        # the GPU executing what lies between them, not the host's launch gaps (which, on small
-        # problems, would otherwise dominate every span).
-        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
+        torch.cuda._sleep(int(queue_ahead_cycles))
+        h0 = time.perf_counter()
         with torch.no_grad(), ops:
             fn(*inputs)
+        enqueue_ms = (time.perf_counter() - h0) * 1e3
         torch.cuda.synchronize(device)
     finally:
         recorder.measuring = False
     custom = sum(s.elapsed_time(e) for s, e in recorder.spans)
     other = sum(s.elapsed_time(e) for s, e in ops.spans)
     total = custom + other
-    return custom / total if total > 0 else None
+    return (custom / total if total > 0 else None), enqueue_ms
 
 
 def gpu_kernel_share(fn, inputs, kernel_names, device):

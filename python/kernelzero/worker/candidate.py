@@ -24,6 +24,8 @@ import torch
 from . import accounting, harness, sandbox, transfer
 
 LOG_TAIL = 4000
+# How long before the parent's deadline a job that is still running has its stacks written to its log.
+STACK_DUMP_LEAD_S = 1.0
 
 
 def _tail(path, n=LOG_TAIL):
@@ -162,6 +164,8 @@ def _run_job(req, job_dir, recorder, channel, result):
     result["compile_s"] = time.perf_counter() - t0
     stage("load_s")
 
+    # A Triton kernel compiled at its first launch (seconds of CPU) does not hold the device lock.
+    recorder.compile_context = lambda: harness.device_lock_released(device)
     poison_sizes = [int(req.get("poison_bytes", 0))]
     census = accounting.LibraryOpCensus(recorder)
 
@@ -238,21 +242,30 @@ def _run_job(req, job_dir, recorder, channel, result):
         del ablated
     stage("ablation_s")
 
-    if device.type == "cuda":
-        # On the last trial's inputs (checked unchanged): no input set is made twice.
+    share_probe = None
+    if device.type == "cuda" and launches:
+        # The launches go through our hooks: CUDA events around each one are enough. Measured with the
+        # device to itself, at the end of the timed iterations (time_callable's probe): under the
+        # shared lock, another job's kernels would run inside the spans and count as ours.
+        def share_probe(probe_inputs, queue_ahead_cycles):
+            try:
+                return accounting.event_kernel_share(model, probe_inputs, recorder, device, queue_ahead_cycles)
+            except BaseException as e:  # noqa: BLE001 - device failures end the timing; others leave no share
+                if harness.is_cuda_error(e) or harness.is_memory_error(e):
+                    raise
+                result["profiler_error"] = harness.describe_exception(e)
+                return None, 0.0
+    elif device.type == "cuda":
+        # Kernels launched from C++ (load_inline) are visible only to the profiler. It runs on the last
+        # trial's inputs (checked unchanged) under the shared lock: starting it costs hundreds of ms
+        # of host time, which under the exclusive lock would hold every other job back.
         try:
             with harness.device_lock(lock, exclusive=False):
-                if launches:
-                    # The launches go through our hooks: CUDA events around each one are enough.
-                    result["custom_fraction"] = accounting.event_kernel_share(model, inputs, recorder, device)
-                    result["share_source"] = "events"
-                else:
-                    # Kernels launched from C++ (load_inline) are visible only to the profiler.
-                    frac, per_kernel = accounting.gpu_kernel_share(model, inputs, req.get("kernel_names", []), device)
-                    result["custom_fraction"] = frac
-                    result["share_source"] = "profiler"
-                    result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
-        except BaseException as e:
+                frac, per_kernel = accounting.gpu_kernel_share(model, inputs, req.get("kernel_names", []), device)
+            result["custom_fraction"] = frac
+            result["share_source"] = "profiler"
+            result["gpu_kernels"] = dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12])
+        except BaseException as e:  # noqa: BLE001
             if harness.is_cuda_error(e) or harness.is_memory_error(e):
                 raise _failure(e, "forward raised: ")
             result["profiler_error"] = harness.describe_exception(e)
@@ -267,8 +280,11 @@ def _run_job(req, job_dir, recorder, channel, result):
                                           int(req["timing_iters"]), warmup=int(req.get("warmup", 3)),
                                           lock_path=lock, min_iters=req.get("min_iters"),
                                           precision=req.get("precision"), budget_ms=req.get("budget_ms"),
-                                          keep=lambda m, out: send("timing", m, out))
+                                          keep=lambda m, out: send("timing", m, out), probe=share_probe)
         del sets
+        if share_probe is not None:
+            result["custom_fraction"] = timing.pop("probe", None)
+            result["share_source"] = "events"
         result["timing"] = timing
         stage("timing_s")
         recheck, _ = call(inputs_for("recheck"))
@@ -367,13 +383,18 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
             lap("child_cuda_init_s")
             _warm_harness_ops(device, recorder)
             lap("child_warm_ops_s")
-        # Where a job that runs out of time is stuck: its threads' stacks, into the log the verdict
-        # quotes (registered after the device is opened, so that nothing opening it replaces it).
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
         data = _read_all(job_fd)
         if not data:
             os._exit(0)  # discarded spare
         req = json.loads(data.decode())
+        harness.lock_waits.update({k: 0.0 for k in harness.lock_waits})  # the job's own waits
+        # Where a job that runs out of time is stuck: shortly before the parent's deadline a watchdog
+        # thread of faulthandler's writes every thread's stack into the log the verdict quotes. A
+        # watchdog inside the child rather than a signal from the parent: it does not depend on which
+        # of the child's threads (the CUDA driver starts its own) a signal lands on.
+        timeout_s = float(req.get("timeout_s", 0) or 0)
+        if timeout_s > 0:
+            faulthandler.dump_traceback_later(max(0.5 * timeout_s, timeout_s - STACK_DUMP_LEAD_S), exit=False)
         sandbox.limit_cpu(int(req.get("cpu_seconds", 3600)))
         torch.set_num_threads(int(req.get("threads", 2)))
         cap = _cap_memory(device, req.get("memory_cap_bytes"))
@@ -387,6 +408,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
             result = {"ok": False, "kind": "runtime_error", "reason": harness.describe_exception(e),
                       "cuda_error": harness.is_cuda_error(e), "memory_error": harness.is_memory_error(e),
                       "trace": traceback.format_exc()[-2000:]}
+        faulthandler.cancel_dump_traceback_later()
         if torch.device(device).type == "cuda":
             result["memory"] = {"peak_bytes": torch.cuda.max_memory_reserved(device), "cap_bytes": cap,
                                 "tried_bytes": _tried_bytes(result.get("reason") or "")}
@@ -397,6 +419,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
                 pass
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
+        result["stages"].update({"lock_wait_" + k: v for k, v in harness.lock_waits.items()})
         out = json.dumps(result, default=str, allow_nan=True).encode()
         while out:
             n = os.write(result_fd, out)
@@ -520,11 +543,6 @@ class ForkServer:
                 chunks.append(b)
         os.close(r)
         if timed_out:
-            try:
-                os.kill(pid, signal.SIGUSR1)  # the stacks first (faulthandler, in spare_main)
-                time.sleep(0.3)
-            except ProcessLookupError:
-                pass
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -12,6 +12,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -302,6 +303,10 @@ class DeviceBusy(RuntimeError):
 EXCLUSIVE_WAIT_S = 20.0
 
 
+# Seconds this process has waited for the device lock, by kind (a job's child reports them).
+lock_waits = {"shared_s": 0.0, "exclusive_s": 0.0}
+
+
 @contextlib.contextmanager
 def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
     """A device-wide reader/writer lock shared by every process of a verifier on one device: timed
@@ -315,9 +320,10 @@ def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
         return
     turnstile = os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666)
     lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    t0 = time.perf_counter()
     try:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
         if exclusive:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
             deadline = time.monotonic() + wait_s
             pause = 0.0005
             while True:
@@ -330,14 +336,58 @@ def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
                     time.sleep(pause)
                     pause = min(2 * pause, 0.01)
         else:
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield
+            _take_shared(lock, turnstile)
+        lock_waits["exclusive_s" if exclusive else "shared_s"] += time.perf_counter() - t0
+        holds = _holds()
+        holds.append((lock, turnstile, exclusive))
+        try:
+            yield
+        finally:
+            holds.pop()
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
         os.close(lock)
         os.close(turnstile)
+
+
+def _take_shared(lock, turnstile):
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+_thread_holds = threading.local()
+
+
+def _holds():
+    """This thread's open holds of the device lock, innermost last: (lock fd, turnstile fd, exclusive)."""
+    if not hasattr(_thread_holds, "stack"):
+        _thread_holds.stack = []
+    return _thread_holds.stack
+
+
+@contextlib.contextmanager
+def device_lock_released(device):
+    """Inside shared holds of the device lock, lets them go for host-only work that may take long (a
+    Triton kernel's JIT compile, seconds of CPU in the middle of a forward) and takes them back after:
+    a timer elsewhere need not wait for it. The device is synchronised first, so that none of this
+    thread's work is still running once a timer may start. Under an exclusive hold (timed
+    iterations are not interrupted) or with none, it does nothing."""
+    holds = list(_holds())
+    if not holds or any(exclusive for _, _, exclusive in holds):
+        yield
+        return
+    sync(device)
+    for lock, _, _ in holds:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        t0 = time.perf_counter()
+        for lock, turnstile, _ in holds:
+            _take_shared(lock, turnstile)
+        lock_waits["shared_s"] += time.perf_counter() - t0
 
 
 def device_index(device) -> int:
@@ -423,8 +473,16 @@ class InputSets:
         return self.make(self.seeds[m])
 
 
+# The longest spin kernel the timing loop puts ahead of a forward, in ms.
+MAX_SPIN_MS = 50.0
+# A probe's forward runs instrumented (an event pair per operator), so it enqueues slower than the
+# timed ones: its spin is this many times the longest enqueue seen, and at least MIN_PROBE_SPIN_MS.
+PROBE_AHEAD = 4.0
+MIN_PROBE_SPIN_MS = 0.5
+
+
 def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=None, checks=10,
-                  min_iters=None, precision=None, budget_ms=None, keep=None):
+                  min_iters=None, precision=None, budget_ms=None, keep=None, probe=None):
     """Times fn(*inputs) the way the design's section 5.4 says.
 
     `input_sets` are M distinct input lists (a list, or an InputSets). The loop owns `buffers` input
@@ -455,7 +513,13 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     The last iteration on each input set is one of these untimed ones (at least M of them run). With
     `keep`, keep(m, output) is called for it outside the lock (what it raises ends the loop) and nothing is
     returned for it; otherwise last_outputs[m] holds it. `host_ms` is the host's time in the call (on
-    CUDA: enqueueing, not waiting). Returns (timings, last_outputs)."""
+    CUDA: enqueueing, not waiting).
+
+    `probe(inputs, queue_ahead_cycles) -> (value, enqueue_ms)` (CUDA only) is one more measurement that
+    needs the device to itself, run once after the timed iterations without giving up the lock: its
+    spin kernel is sized from the enqueue times seen here (PROBE_AHEAD x the longest), and when its
+    own enqueue outlasts that, it runs once more behind the longest spin. Its value is `probe` in the
+    timings. Returns (timings, last_outputs)."""
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
     m_sets = len(input_sets)
@@ -485,8 +549,9 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     last = [None] * m_sets
     j = 0  # iterations so far: the input set and buffer of the next
 
-    def one(timed, measure_outside):
-        nonlocal j, longest_enqueue_ms, host_bound
+    def refill():
+        """The next iteration's buffer, holding the next input set: (set index, buffer)."""
+        nonlocal j
         s = j % m_sets
         buf = bufs[j % buffers]
         j += 1
@@ -495,6 +560,11 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
             if isinstance(bx, torch.Tensor):
                 bx.copy_(sx)
         del src, sx  # a set made again for this iteration is not held through forward
+        return s, buf
+
+    def one(timed, measure_outside):
+        nonlocal longest_enqueue_ms, host_bound
+        s, buf = refill()
         if not is_cuda:
             h0 = time.perf_counter()
             out = fn(*buf)
@@ -505,7 +575,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         torch.cuda.synchronize(dev)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
-        spin = min(max(2.0 * longest_enqueue_ms, 0.05), 50.0)
+        spin = min(max(2.0 * longest_enqueue_ms, 0.05), MAX_SPIN_MS)
         if timed:
             torch.cuda._sleep(int(spin * cycles_per_ms))
         h0 = time.perf_counter()
@@ -555,6 +625,13 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 one(False, False)
             while not enough():
                 one(True, False)
+            probed = None
+            if probe is not None and is_cuda:
+                ahead = min(max(PROBE_AHEAD * longest_enqueue_ms, MIN_PROBE_SPIN_MS), MAX_SPIN_MS)
+                _, buf = refill()
+                probed, enqueue = probe(buf, int(ahead * cycles_per_ms))
+                if enqueue > ahead and ahead < MAX_SPIN_MS:
+                    probed, enqueue = probe(buf, int(MAX_SPIN_MS * cycles_per_ms))
         for k in range(tail):
             with device_lock(lock_path, exclusive=False):
                 s, out = one(False, k < checks)
@@ -571,6 +648,8 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         result["method"] = TIMING_METHOD
         result["spin_ms"] = summary(spin_ms)
         result["host_bound_iters"] = host_bound
+        if probe is not None:
+            result["probe"] = probed
     return result, last
 
 
