@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
     bool results_json = false;
     results_cmd->add_option("file", results_path, "RESULTS.jsonl")->required();
     results_cmd->add_flag("--json", results_json, "Print JSON");
+    bool results_stages = false;
+    results_cmd->add_flag("--stages", results_stages, "Also print where the jobs' time went, stage by stage");
 
     try {
         app.parse(argc, argv);
@@ -54,7 +56,8 @@ int main(int argc, char** argv) {
     }
     if (results_cmd->parsed()) {
         try {
-            auto s = kz::summarize_results(results_path).to_json();
+            const auto summary = kz::summarize_results(results_path);
+            auto s = summary.to_json();
             if (results_json) {
                 std::cout << s.dump() << "\n";
             } else {
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
                           << "compile_s: " << s["compile_s"].dump() << "\n";
                 if (s.contains("geomean_speedup_eager"))
                     std::cout << "geomean speedup vs eager (correct): " << s["geomean_speedup_eager"] << "\n";
+                if (results_stages) std::cout << "stages (seconds summed over jobs):\n" << summary.stage_table();
             }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "kernelzero results: %s\n", e.what());

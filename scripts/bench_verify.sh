@@ -45,7 +45,7 @@ $KZ verify --jobs "$WORK/lat.jsonl" --out "$OUTD/latency.jsonl" --device cuda --
 echo "[bench] latency batch wall $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}') s"
 grep '"lat-0"' "$OUTD/latency.jsonl" | head -c 600; echo
 grep -v '"lat-0"' "$OUTD/latency.jsonl" > "$WORK/lat_warm.jsonl"
-echo "[bench] latency (jobs 1..20, baselines cached):"; $KZ results "$WORK/lat_warm.jsonl"
+echo "[bench] latency (jobs 1..20, baselines cached):"; $KZ results --stages "$WORK/lat_warm.jsonl"
 
 # 2. throughput: 64 candidates, alternating CUDA fast path and Triton over the 17 known-good tasks.
 make_batch() {  # $1 salt prefix
@@ -64,7 +64,7 @@ for phase in cold warm; do
     --compile-workers $WORKERS --cache-dir "$WORK/cache-tp" --no-progress
   wall=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')
   echo "[bench] throughput $phase: 64 candidates in $wall s = $(awk -v w="$wall" 'BEGIN{printf "%.1f", 64*60/w}') per minute (workers $WORKERS)"
-  $KZ results "$OUTD/throughput_$phase.jsonl"
+  $KZ results --stages "$OUTD/throughput_$phase.jsonl"
 done
 
 if [[ -n "${ANCHOR_PID:-}" ]]; then

@@ -10,7 +10,7 @@ S=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - S) )); }
 export KZ_CACHE_DIR=${KZ_CACHE_DIR:-/tmp/kzcache} PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/kz-out}
 mkdir -p "$OUT"
-KZ_TEST_LABEL=none timeout 150 bash scripts/gpu_test.sh build-gpu || exit 1
+KZ_TEST_LABEL=none timeout 260 bash scripts/gpu_test.sh build-gpu || exit 1
 echo "[session] built at $((SECONDS - S)) s"
 timeout $(( $(left) / 2 )) bash scripts/bench_verify.sh build-gpu "$OUT" none 2>&1 | tee "$OUT/bench.log" \
   | grep -E "^\[bench\]|jobs:|total_s|compile_s"

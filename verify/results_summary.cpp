@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 
@@ -37,12 +38,41 @@ json ResultsSummary::to_json() const {
               {"total_s", spread_json(total_s)},
               {"compile_s", spread_json(compile_s)},
               {"runtime_ms", spread_json(runtime_ms)}};
+    json st = json::object();
+    for (const auto& [name, t] : stages) st[name] = {{"sum_s", t.sum_s}, {"per_job", spread_json(t.per_job)}};
+    j["stages"] = st;
     if (!speedups.empty()) {
         double logsum = 0;
         for (double s : speedups) logsum += std::log(s);
         j["geomean_speedup_eager"] = std::exp(logsum / speedups.size());
     }
     return j;
+}
+
+std::string ResultsSummary::stage_table() const {
+    std::vector<std::pair<std::string, StageTime>> rows(stages.begin(), stages.end());
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return a.second.sum_s > b.second.sum_s; });
+    std::string out;
+    char line[200];
+    for (const auto& [name, t] : rows) {
+        std::snprintf(line, sizeof line, "  %-34s sum %9.2f s  median %8.3f s  max %8.3f s  (%d jobs)\n", name.c_str(),
+                      t.sum_s, t.per_job.median, t.per_job.max, t.per_job.n);
+        out += line;
+    }
+    return out;
+}
+
+// Adds a verdict's numeric stages (nested objects as "parent.child") to `into`.
+static void collect_stages(const json& stages, const std::string& prefix,
+                           std::map<std::string, std::vector<double>>& into) {
+    if (!stages.is_object()) return;
+    for (const auto& [key, val] : stages.items()) {
+        if (val.is_number())
+            into[prefix + key].push_back(val.get<double>());
+        else if (val.is_object())
+            collect_stages(val, prefix + key + ".", into);
+    }
 }
 
 ResultsSummary summarize_results(const std::string& path) {
@@ -58,7 +88,9 @@ ResultsSummary summarize_results(const std::string& path) {
     }
     ResultsSummary s;
     std::vector<double> total, compile, runtime;
+    std::map<std::string, std::vector<double>> stage_values;
     for (auto& [id, j] : last) {
+        if (j.contains("stages")) collect_stages(j["stages"], "", stage_values);
         ++s.jobs;
         ++s.by_status[j.value("status", std::string("?"))];
         if (j.contains("total_s") && j["total_s"].is_number()) total.push_back(j["total_s"].get<double>());
@@ -72,6 +104,11 @@ ResultsSummary summarize_results(const std::string& path) {
     s.total_s = spread_of(total);
     s.compile_s = spread_of(compile);
     s.runtime_ms = spread_of(runtime);
+    for (auto& [name, values] : stage_values) {
+        StageTime& t = s.stages[name];
+        for (double v : values) t.sum_s += v;
+        t.per_job = spread_of(std::move(values));
+    }
     return s;
 }
 

@@ -1,0 +1,41 @@
+// The results summary on a hand-made results file: last verdict per id, and where the time went.
+#include "verify/results_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+TEST(ResultsSummary, StagesAreSummedOverTheLastVerdictOfEveryJob) {
+    const auto path = std::filesystem::temp_directory_path() / "kz_results_summary_test.jsonl";
+    {
+        std::ofstream f(path);
+        // "a" was verified twice (a resumed run): only its second verdict counts.
+        f << R"({"id":"a","status":"infra_error","total_s":9,"stages":{"wait_lane":100}})"
+          << "\n"
+          << R"({"id":"a","status":"correct","total_s":1,"speedup_eager":2,"stages":{"wait_lane":1,"candidate":{"timing_s":0.5,"lock_wait_exclusive_s":0.25}}})"
+          << "\n"
+          << "not json\n"
+          << R"({"id":"b","status":"incorrect","total_s":3,"stages":{"wait_lane":3,"candidate":{"timing_s":1.5},"note":"x"}})"
+          << "\n";
+    }
+    const auto s = kz::summarize_results(path.string());
+    std::filesystem::remove(path);
+    EXPECT_EQ(s.jobs, 2);
+    EXPECT_EQ(s.by_status.at("correct"), 1);
+    ASSERT_EQ(s.stages.count("wait_lane"), 1u);
+    EXPECT_DOUBLE_EQ(s.stages.at("wait_lane").sum_s, 4.0);
+    EXPECT_EQ(s.stages.at("wait_lane").per_job.n, 2);
+    EXPECT_DOUBLE_EQ(s.stages.at("candidate.timing_s").sum_s, 2.0);
+    EXPECT_DOUBLE_EQ(s.stages.at("candidate.timing_s").per_job.median, 1.0);
+    EXPECT_EQ(s.stages.at("candidate.lock_wait_exclusive_s").per_job.n, 1);
+    EXPECT_EQ(s.stages.count("note"), 0u);  // not a number
+    const std::string table = s.stage_table();
+    EXPECT_LT(table.find("wait_lane"), table.find("candidate.timing_s"));  // largest sum first
+    EXPECT_EQ(s.to_json()["stages"]["wait_lane"]["sum_s"], 4.0);
+}
+
+}  // namespace
