@@ -1,6 +1,7 @@
 // kernelzero: the single controller of KernelZero (design section 2).
 #include <cstdio>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,12 @@ int main(int argc, char** argv) {
     results_cmd->add_option("file", results_path, "RESULTS.jsonl")->required();
     results_cmd->add_flag("--json", results_json, "Print JSON");
     bool results_stages = false;
-    results_cmd->add_flag("--stages", results_stages, "Also print where the jobs' time went, stage by stage");
+    results_cmd->add_flag("--stages", results_stages,
+                          "Also print where the jobs' time went, stage by stage, and the host's ceiling");
+    int results_cores = static_cast<int>(std::thread::hardware_concurrency());
+    results_cmd->add_option("--cores", results_cores, "Cores of the host that ran the jobs (for the ceiling)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
 
     try {
         app.parse(argc, argv);
@@ -66,7 +72,15 @@ int main(int argc, char** argv) {
                           << "compile_s: " << s["compile_s"].dump() << "\n";
                 if (s.contains("geomean_speedup_eager"))
                     std::cout << "geomean speedup vs eager (correct): " << s["geomean_speedup_eager"] << "\n";
-                if (results_stages) std::cout << "stages (seconds summed over jobs):\n" << summary.stage_table();
+                if (results_stages) {
+                    std::cout << "stages (seconds summed over jobs):\n" << summary.stage_table();
+                    const auto c = summary.ceiling(results_cores);
+                    std::printf(
+                        "host ceiling: CPU %.3f s a job (children + compiles) on %d cores = %.0f jobs/min; "
+                        "device held exclusively %.4f s a job = %.0f jobs/min\n",
+                        c.cpu_s_per_job, results_cores, c.cpu_jobs_per_min, c.exclusive_s_per_job,
+                        c.device_jobs_per_min);
+                }
             }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "kernelzero results: %s\n", e.what());

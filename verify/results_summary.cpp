@@ -63,6 +63,22 @@ std::string ResultsSummary::stage_table() const {
     return out;
 }
 
+ResultsSummary::Ceiling ResultsSummary::ceiling(int cores) const {
+    Ceiling c;
+    if (jobs == 0) return c;
+    auto sum = [&](const char* stage) {
+        auto it = stages.find(stage);
+        return it == stages.end() ? 0.0 : it->second.sum_s;
+    };
+    if (stages.count("candidate.child_cpu_s")) {  // older verdicts do not say
+        c.cpu_s_per_job = (sum("candidate.child_cpu_s") + sum("compile")) / jobs;
+        if (c.cpu_s_per_job > 0 && cores > 0) c.cpu_jobs_per_min = 60.0 * cores / c.cpu_s_per_job;
+    }
+    c.exclusive_s_per_job = sum("candidate.lock_held_exclusive_s") / jobs;
+    if (c.exclusive_s_per_job > 0) c.device_jobs_per_min = 60.0 / c.exclusive_s_per_job;
+    return c;
+}
+
 // Adds a verdict's numeric stages (nested objects as "parent.child") to `into`.
 static void collect_stages(const json& stages, const std::string& prefix,
                            std::map<std::string, std::vector<double>>& into) {

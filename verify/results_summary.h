@@ -31,6 +31,15 @@ struct ResultsSummary {
     nlohmann::json to_json() const;
     // The stages, largest sum first, one per line.
     std::string stage_table() const;
+    // What the host could sustain at most, from what the jobs consumed: its `cores` busy with
+    // nothing but the candidate children's CPU time and the compile workers' (a compile is
+    // single-threaded: its wall time), or the device busy with nothing but timed iterations (the
+    // children's exclusive holds of the device lock). Jobs per minute; 0 where a figure is missing.
+    struct Ceiling {
+        double cpu_s_per_job = 0, cpu_jobs_per_min = 0;
+        double exclusive_s_per_job = 0, device_jobs_per_min = 0;
+    };
+    Ceiling ceiling(int cores) const;
 };
 
 // Reads the last verdict of every id (a resumed run may have re-verified infra errors).

@@ -19,7 +19,7 @@ TEST(ResultsSummary, StagesAreSummedOverTheLastVerdictOfEveryJob) {
           << R"({"id":"a","status":"correct","total_s":1,"speedup_eager":2,"stages":{"wait_lane":1,"candidate":{"timing_s":0.5,"lock_wait_exclusive_s":0.25}}})"
           << "\n"
           << "not json\n"
-          << R"({"id":"b","status":"incorrect","total_s":3,"stages":{"wait_lane":3,"candidate":{"timing_s":1.5},"note":"x"}})"
+          << R"({"id":"b","status":"incorrect","total_s":3,"stages":{"compile":0.1,"wait_lane":3,"candidate":{"timing_s":1.5},"note":"x"}})"
           << "\n";
     }
     const auto s = kz::summarize_results(path.string());
@@ -36,6 +36,27 @@ TEST(ResultsSummary, StagesAreSummedOverTheLastVerdictOfEveryJob) {
     const std::string table = s.stage_table();
     EXPECT_LT(table.find("wait_lane"), table.find("candidate.timing_s"));  // largest sum first
     EXPECT_EQ(s.to_json()["stages"]["wait_lane"]["sum_s"], 4.0);
+    const auto none = s.ceiling(16);  // no CPU or lock figures in these verdicts (compile times alone say nothing)
+    EXPECT_EQ(none.cpu_jobs_per_min, 0.0);
+    EXPECT_EQ(none.device_jobs_per_min, 0.0);
+}
+
+TEST(ResultsSummary, TheCeilingComesFromWhatTheJobsConsumed) {
+    const auto path = std::filesystem::temp_directory_path() / "kz_results_ceiling_test.jsonl";
+    {
+        std::ofstream f(path);
+        f << R"({"id":"a","status":"correct","stages":{"compile":0.5,"candidate":{"child_cpu_s":1.5,"lock_held_exclusive_s":0.1}}})"
+          << "\n"
+          << R"({"id":"b","status":"incorrect","stages":{"compile":0.5,"candidate":{"child_cpu_s":0.5}}})"
+          << "\n";
+    }
+    const auto s = kz::summarize_results(path.string());
+    std::filesystem::remove(path);
+    const auto c = s.ceiling(16);
+    EXPECT_DOUBLE_EQ(c.cpu_s_per_job, 1.5);         // (2 + 1) s over 2 jobs
+    EXPECT_DOUBLE_EQ(c.cpu_jobs_per_min, 640.0);    // 16 cores x 60 s / 1.5 s
+    EXPECT_DOUBLE_EQ(c.exclusive_s_per_job, 0.05);  // one job held the device, one was never timed
+    EXPECT_DOUBLE_EQ(c.device_jobs_per_min, 1200.0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ import faulthandler
 import json
 import os
 import re
+import resource
 import select
 import signal
 import tempfile
@@ -297,6 +298,13 @@ def _run_job(req, job_dir, recorder, channel, result):
     stage("recheck_s")
 
 
+def _cpu_seconds():
+    """CPU time of this process and of the processes it waited for (Triton's ptxas), warm-up
+    included: what one job costs the host's cores."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _close_other_fds(keep):
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
@@ -387,7 +395,8 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         if not data:
             os._exit(0)  # discarded spare
         req = json.loads(data.decode())
-        harness.lock_waits.update({k: 0.0 for k in harness.lock_waits})  # the job's own waits
+        for counters in (harness.lock_waits, harness.lock_held):  # the job's own
+            counters.update({k: 0.0 for k in counters})
         # Where a job that runs out of time is stuck: shortly before the parent's deadline a watchdog
         # thread of faulthandler's writes every thread's stack into the log the verdict quotes. A
         # watchdog inside the child rather than a signal from the parent: it does not depend on which
@@ -420,6 +429,8 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
         result["stages"].update({"lock_wait_" + k: v for k, v in harness.lock_waits.items()})
+        result["stages"].update({"lock_held_" + k: v for k, v in harness.lock_held.items()})
+        result["stages"]["child_cpu_s"] = _cpu_seconds()
         out = json.dumps(result, default=str, allow_nan=True).encode()
         while out:
             n = os.write(result_fd, out)

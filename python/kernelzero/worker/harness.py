@@ -303,8 +303,10 @@ class DeviceBusy(RuntimeError):
 EXCLUSIVE_WAIT_S = 20.0
 
 
-# Seconds this process has waited for the device lock, by kind (a job's child reports them).
+# Seconds this process has waited for the device lock, by kind, and held it exclusively (the device
+# time its timed iterations took from every other job); a job's child reports them.
 lock_waits = {"shared_s": 0.0, "exclusive_s": 0.0}
+lock_held = {"exclusive_s": 0.0}
 
 
 @contextlib.contextmanager
@@ -337,13 +339,16 @@ def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
                     pause = min(2 * pause, 0.01)
         else:
             _take_shared(lock, turnstile)
-        lock_waits["exclusive_s" if exclusive else "shared_s"] += time.perf_counter() - t0
+        t_in = time.perf_counter()
+        lock_waits["exclusive_s" if exclusive else "shared_s"] += t_in - t0
         holds = _holds()
         holds.append((lock, turnstile, exclusive))
         try:
             yield
         finally:
             holds.pop()
+            if exclusive:
+                lock_held["exclusive_s"] += time.perf_counter() - t_in
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
