@@ -1,5 +1,6 @@
 // The co-evolution trainer (design 6.5). Iteration k runs named, timed stages over one run directory
-// (train/run_dir.h):
+// (train/run_dir.h), each in a file of its own (train/stage_<name>.cpp; the loop is Trainer::iteration
+// in train/trainer.cpp):
 //   warm_start    iteration 1 only, with warm_start = true: SFT of the Coder on [sft] (design 6.6)
 //   propose       draw API sets from the frontier; the Proposer writes modules; validation and the
 //                 task store; the symbolic generator fills in when too few are valid; the Coder is

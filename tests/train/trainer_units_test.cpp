@@ -1,0 +1,168 @@
+// The trainer's own units: the seed schedule, replay from rollout records, a step's wire format
+// between ranks, and what a rank takes of a step (with a fake collective for rank 1 of 3).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "common/files.h"
+#include "train/data_parallel.h"
+#include "train/ranks.h"
+#include "train/replay.h"
+#include "train/seeds.h"
+
+namespace {
+
+using nlohmann::json;
+
+TEST(Seeds, AFunctionOfSeedIterationStreamAndStepAlone) {
+    EXPECT_EQ(kz::derive_seed(7, 3, kz::kCoderStage, 2), kz::derive_seed(7, 3, kz::kCoderStage, 2));
+    std::set<uint64_t> seen;
+    for (uint64_t seed : {7, 8})
+        for (int64_t it : {1, 2})
+            for (uint64_t stream : {kz::kProposeStage, kz::kCoderStage, kz::kEvalStage})
+                for (uint64_t step : {0, 1}) seen.insert(kz::derive_seed(seed, it, stream, step));
+    EXPECT_EQ(seen.size(), 2u * 2 * 3 * 2);  // every coordinate moves the seed
+}
+
+kz::RolloutRecord record(const std::string& hash, int sample, bool correct) {
+    kz::RolloutRecord r;
+    r.iteration = 2;
+    r.role = "coder";
+    r.task_hash = hash;
+    r.sample = sample;
+    r.completion_tokens = {10, 11, sample};
+    r.completion = "text " + hash + std::to_string(sample);
+    r.logprobs = {-0.5f, -1.0f, -2.0f};
+    r.verdict = {{"status", correct ? "correct" : "incorrect"}, {"correct", correct}, {"stopped", sample == 0}};
+    if (correct) r.verdict["speedup_eager"] = 1.5;
+    return r;
+}
+
+TEST(Replay, ACompleteStepComesBackInTaskMajorOrderAndAPartialOneNot) {
+    const std::string dir = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-replay-");
+    const std::string path = dir + "/rollouts.jsonl";
+    kz::append_rollouts(path,
+                        {record("b", 1, false), record("a", 0, true), record("a", 1, false), record("b", 0, true)});
+    kz::RecordIndex index(path);
+    auto recs = index.complete(2, "coder", {"a", "b"}, 0, 2);
+    ASSERT_EQ(recs.size(), 4u);
+    EXPECT_EQ(recs[0]->task_hash + std::to_string(recs[0]->sample), "a0");
+    EXPECT_EQ(recs[3]->task_hash + std::to_string(recs[3]->sample), "b1");
+    EXPECT_TRUE(index.complete(2, "coder", {"a", "c"}, 0, 2).empty());  // task c was never sampled
+    EXPECT_TRUE(index.complete(2, "coder", {"a"}, 1, 2).empty());       // sample 2 of a is missing
+    EXPECT_TRUE(index.complete(3, "coder", {"a"}, 0, 2).empty());       // another iteration
+    EXPECT_FALSE(index.has(record("c", 0, true)));
+    index.add(record("c", 0, true));
+    EXPECT_TRUE(index.has(record("c", 0, true)));
+
+    auto rollouts = kz::rollouts_from(recs, 2);
+    ASSERT_EQ(rollouts.size(), 4u);
+    EXPECT_EQ(rollouts[2].task, 1u);
+    EXPECT_EQ(rollouts[2].sample, 0);
+    EXPECT_TRUE(rollouts[0].outcome.correct);
+    EXPECT_EQ(rollouts[0].outcome.speedup_eager, 1.5);
+    EXPECT_TRUE(rollouts[0].stopped);
+    EXPECT_FALSE(rollouts[1].stopped);
+    EXPECT_EQ(rollouts[1].completion_ids, (std::vector<int64_t>{10, 11, 1}));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Replay, AStepSurvivesTheTripBetweenRanks) {
+    kz::JudgedStep step;
+    for (int i = 0; i < 3; ++i) {
+        kz::Rollout r;
+        r.task = static_cast<size_t>(i / 2);
+        r.sample = i % 2;
+        r.completion_ids = {1, 2, i};
+        r.sampler_logprobs = {-0.25f * static_cast<float>(i)};
+        r.stopped = i != 1;
+        r.text = "completion " + std::to_string(i);
+        step.rollouts.push_back(r);
+        step.verdicts.push_back({{"status", i == 0 ? "correct" : "incorrect"}, {"correct", i == 0}});
+    }
+    kz::JudgedStep back;
+    back.rollouts.push_back(kz::Rollout{});  // appended after what is there
+    back.verdicts.push_back(json(nullptr));
+    kz::deserialise_step(kz::serialise_step(step, true), true, back);
+    ASSERT_EQ(back.rollouts.size(), 4u);
+    ASSERT_EQ(back.verdicts.size(), 4u);
+    for (size_t i = 0; i < 3; ++i) {
+        const auto& a = step.rollouts[i];
+        const auto& b = back.rollouts[i + 1];
+        EXPECT_EQ(a.task, b.task);
+        EXPECT_EQ(a.sample, b.sample);
+        EXPECT_EQ(a.completion_ids, b.completion_ids);
+        EXPECT_EQ(a.sampler_logprobs, b.sampler_logprobs);
+        EXPECT_EQ(a.stopped, b.stopped);
+        EXPECT_EQ(a.text, b.text);
+        EXPECT_EQ(back.verdicts[i + 1], step.verdicts[i]);
+        EXPECT_EQ(b.outcome.correct, i == 0);  // read from the verdict
+    }
+    kz::JudgedStep unjudged;
+    kz::deserialise_step(kz::serialise_step(step, false), false, unjudged);
+    EXPECT_EQ(unjudged.rollouts.size(), 3u);
+    EXPECT_TRUE(unjudged.verdicts.empty());
+    EXPECT_FALSE(unjudged.rollouts[0].outcome.correct);
+
+    auto rows = kz::rows_of(step.rollouts, 1, 2);  // task 1's rows
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].text, "completion 2");
+}
+
+// Rank 1 of 3: what it sends, and what the "leader" (this fake) answers.
+class FakeCollective : public kz::Collective {
+public:
+    int rank() const override { return 1; }
+    int world() const override { return 3; }
+    torch::Device device() const override { return torch::kCPU; }
+    void all_reduce_sum(std::vector<torch::Tensor>& ts) override {
+        for (auto& t : ts) t.mul_(3);  // three ranks holding the same
+    }
+    void broadcast(std::vector<torch::Tensor>&, int) override {}
+    std::vector<std::string> all_gather_bytes(const std::string& local) override { return {"0", local, "2"}; }
+    std::string broadcast_bytes(const std::string& data, int) override {
+        sent.push_back(data);
+        return R"({"from":"leader"})";
+    }
+    void barrier(const std::string& name, std::chrono::seconds) override { barriers.push_back(name); }
+    int64_t add(const std::string&, int64_t) override { return 0; }
+    void publish(const std::string&, const std::string&) override {}
+    std::string await(const std::string&, std::chrono::seconds) override { return ""; }
+    std::vector<std::string> sent, barriers;
+};
+
+TEST(Ranks, OneProcessIsTheIdentity) {
+    kz::Ranks one(nullptr);
+    EXPECT_TRUE(one.leader());
+    EXPECT_EQ(one.world(), 1);
+    EXPECT_EQ(one.block(10), (std::pair<size_t, size_t>{0, 10}));
+    EXPECT_EQ(one.from_leader(json{{"x", 1}}), (json{{"x", 1}}));
+    EXPECT_EQ(one.gather(json(5)), std::vector<json>{json(5)});
+    EXPECT_EQ(one.sum(2.5), 2.5);
+    std::atomic<bool> stop{false};
+    EXPECT_FALSE(one.stopping(stop));
+    stop = true;
+    EXPECT_TRUE(one.stopping(stop));
+    one.barrier("nothing to wait for", std::chrono::seconds(1));
+}
+
+TEST(Ranks, AFollowerTakesItsBlockAndTheLeadersWord) {
+    FakeCollective fake;
+    kz::Ranks r(&fake);
+    EXPECT_FALSE(r.leader());
+    EXPECT_EQ(r.rank(), 1);
+    EXPECT_EQ(r.block(10), (std::pair<size_t, size_t>{3, 6}));  // blocks 0-3, 3-6, 6-10
+    EXPECT_EQ(r.block(2), (std::pair<size_t, size_t>{0, 1}));
+    EXPECT_EQ(r.from_leader(json{{"mine", true}}), (json{{"from", "leader"}}));
+    ASSERT_EQ(fake.sent.size(), 1u);
+    EXPECT_EQ(fake.sent[0], "");  // a follower sends nothing of its own
+    auto all = r.gather(json(7));
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[1], json(7));
+    EXPECT_EQ(r.sum(2.0), 6.0);
+    r.barrier("eval-1", std::chrono::seconds(1));
+    EXPECT_EQ(fake.barriers, std::vector<std::string>{"eval-1"});
+}
+
+}  // namespace
