@@ -27,7 +27,8 @@ def main():
         geo = math.exp(sum(math.log(s) for s, _ in sp) / len(sp))
         out = [f"{i} {s:.3f}" for s, i in sorted(sp) if not 0.9 <= s <= 1.1]
         print(f"speedup vs eager: geomean {geo:.4f}, min {min(sp)[0]:.3f} ({min(sp)[1]}), "
-              f"max {max(sp)[0]:.3f} ({max(sp)[1]}); outside 0.9-1.1: {len(out)}" + (": " + ", ".join(out) if out else ""))
+              f"max {max(sp)[0]:.3f} ({max(sp)[1]}); outside 0.9-1.1: {len(out)}"
+              + (": " + ", ".join(out) if out else ""))
     slow = sorted(verdicts, key=lambda v: -v.get("total_s", 0))[:5]
     print("slowest jobs: " + ", ".join(f"{v['id']} {v.get('total_s', 0):.1f} s" for v in slow))
     alone = [v for v in verdicts if (v.get("memory") or {}).get("first_run")]
@@ -45,7 +46,8 @@ def main():
                   f"alone {m.get('alone')}, cap {gib(m.get('candidate_cap'))}, beside {gib(m.get('beside'))}")
     iters = [v["runtime_ms"]["n"] for v in verdicts if v.get("runtime_ms")]
     if iters:
-        print(f"timed iterations per candidate: median {sorted(iters)[len(iters) // 2]}, min {min(iters)}, max {max(iters)}")
+        print(f"timed iterations per candidate: median {sorted(iters)[len(iters) // 2]}, "
+              f"min {min(iters)}, max {max(iters)}")
     if smi:
         used = []
         for line in open(smi):
@@ -54,7 +56,8 @@ def main():
                 used.append((int(parts[1]), int(parts[2])))
         if used:
             peak = max(u for u, _ in used)
-            print(f"device memory (nvidia-smi, every 200 ms): peak {peak / 1024:.1f} GiB of {used[0][1] / 1024:.1f} GiB")
+            print(f"device memory (nvidia-smi, every 200 ms): peak {peak / 1024:.1f} GiB "
+                  f"of {used[0][1] / 1024:.1f} GiB")
 
 
 if __name__ == "__main__":

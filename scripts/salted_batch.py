@@ -98,8 +98,8 @@ class ModelNew(nn.Module):
 
 def _halved(grid):
     """The grid with every dimension halved (at least 1)."""
-    grid.elts = [ast.Call(ast.Name("max", ast.Load()), [ast.Constant(1), ast.BinOp(e, ast.FloorDiv(), ast.Constant(2))], [])
-                 for e in grid.elts]
+    half = [ast.BinOp(e, ast.FloorDiv(), ast.Constant(2)) for e in grid.elts]
+    grid.elts = [ast.Call(ast.Name("max", ast.Load()), [ast.Constant(1), h], []) for h in half]
 
 
 def _jit_names(tree):

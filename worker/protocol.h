@@ -57,7 +57,7 @@
 //         is ok: false with kind (the verdict status it maps to), reason, check?, cuda_error,
 //         memory_error, retry?; a child that died without a result adds crashed: true
 //
-// The device lock (lock_path, python/kernelzero/worker/harness.py device_lock) is shared by every
+// The device lock (lock_path, python/kernelzero/worker/device_lock.py) is shared by every
 // process of one verifier on one device: timed iterations hold it exclusively, all other device
 // work shared.
 #pragma once

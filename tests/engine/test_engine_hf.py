@@ -373,7 +373,6 @@ class TrainingTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        from peft import LoraConfig, get_peft_model
         cls.tmp = tempfile.mkdtemp(prefix="kz-train-")
         cls.base_dir = os.path.join(cls.tmp, "base")
         make_hf_model("qwen2", cls.base_dir, tied=False, seed=3)

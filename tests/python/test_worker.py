@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from kernelzero import cuda as kzc
-from kernelzero.worker import harness, protocol, static_checks, transfer
+from kernelzero.worker import device_lock, harness, protocol, static_checks, transfer
 
 
 class ParameterKinds(unittest.TestCase):
@@ -281,7 +281,7 @@ class TimingOnGpu(unittest.TestCase):
 
         @contextlib.contextmanager
         def compile_context():
-            with harness.device_lock_released("cuda"):
+            with device_lock.released("cuda"):
                 fd = os.open(path, os.O_RDWR)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -296,7 +296,7 @@ class TimingOnGpu(unittest.TestCase):
         recorder.compile_context = compile_context
         x = torch.arange(1000, device="cuda", dtype=torch.float32)
         y = torch.empty_like(x)
-        with harness.device_lock(path, exclusive=False):
+        with device_lock.hold(path, exclusive=False):
             double[(1,)](x, y, 1000, BLOCK=1024)
             double[(1,)](x, y, 1000, BLOCK=1024)  # compiled already: no second release
             fd = os.open(path, os.O_RDWR)
@@ -313,19 +313,19 @@ class DeviceLock(unittest.TestCase):
     def test_readers_share_writers_exclude_and_queue_ahead(self):
         path = os.path.join(tempfile.mkdtemp(), "device.lock")
         events = []
-        with harness.device_lock(path, exclusive=False):
-            with harness.device_lock(path, exclusive=False):
+        with device_lock.hold(path, exclusive=False):
+            with device_lock.hold(path, exclusive=False):
                 events.append("two readers")
             writer_in = threading.Event()
 
             def writer():
-                with harness.device_lock(path, exclusive=True):
+                with device_lock.hold(path, exclusive=True):
                     events.append("writer")
                     writer_in.set()
                     time.sleep(0.2)
 
             def late_reader():
-                with harness.device_lock(path, exclusive=False):
+                with device_lock.hold(path, exclusive=False):
                     events.append("late reader")
             w = threading.Thread(target=writer)
             w.start()
@@ -344,9 +344,9 @@ class DeviceLock(unittest.TestCase):
 
         def writer_gets_in():
             try:
-                with harness.device_lock(path, exclusive=True, wait_s=0.2):
+                with device_lock.hold(path, exclusive=True, wait_s=0.2):
                     return True
-            except harness.DeviceBusy:
+            except device_lock.DeviceBusy:
                 return False
 
         def in_other_thread(fn):
@@ -355,18 +355,18 @@ class DeviceLock(unittest.TestCase):
             t.start()
             t.join()
             return out[0]
-        with harness.device_lock_released("cpu"):  # no hold: nothing to let go
+        with device_lock.released("cpu"):  # no hold: nothing to let go
             self.assertTrue(in_other_thread(writer_gets_in))
-        with harness.device_lock(path, exclusive=False):
-            with harness.device_lock(path, exclusive=False):  # nested holds go and come back together
+        with device_lock.hold(path, exclusive=False):
+            with device_lock.hold(path, exclusive=False):  # nested holds go and come back together
                 self.assertFalse(in_other_thread(writer_gets_in))
-                with harness.device_lock_released("cpu"):
+                with device_lock.released("cpu"):
                     self.assertTrue(in_other_thread(writer_gets_in))
                 self.assertFalse(in_other_thread(writer_gets_in))
             self.assertFalse(in_other_thread(writer_gets_in))
         self.assertTrue(in_other_thread(writer_gets_in))
-        with harness.device_lock(path, exclusive=True):  # timed iterations are never interrupted
-            with harness.device_lock_released("cpu"):
+        with device_lock.hold(path, exclusive=True):  # timed iterations are never interrupted
+            with device_lock.released("cpu"):
                 fd = os.open(path, os.O_RDWR)
                 try:
                     with self.assertRaises(BlockingIOError):
@@ -376,13 +376,13 @@ class DeviceLock(unittest.TestCase):
 
     def test_a_writer_gives_up_on_a_reader_that_never_leaves(self):
         path = os.path.join(tempfile.mkdtemp(), "device.lock")
-        with harness.device_lock(path, exclusive=False):  # a hung forward elsewhere
+        with device_lock.hold(path, exclusive=False):  # a hung forward elsewhere
             t0 = time.monotonic()
-            with self.assertRaises(harness.DeviceBusy):
-                with harness.device_lock(path, exclusive=True, wait_s=0.3):
+            with self.assertRaises(device_lock.DeviceBusy):
+                with device_lock.hold(path, exclusive=True, wait_s=0.3):
                     pass
             self.assertLess(time.monotonic() - t0, 2.0)
-            with harness.device_lock(path, exclusive=False):  # readers are let through again
+            with device_lock.hold(path, exclusive=False):  # readers are let through again
                 pass
 
 
@@ -398,7 +398,7 @@ class Transfer(unittest.TestCase):
             desc, tensors = transfer.describe(out)
             transfer._send_frame(a, {"slot": "trial", "index": 0, "out": desc})
             if transfer._recv_frame(a).get("bytes"):
-                for t, must in tensors:
+                for t, _ in tensors:
                     a.sendall(transfer._storage_host_bytes(t))
         t = threading.Thread(target=child)
         t.start()

@@ -66,7 +66,8 @@ torch::Tensor conv2d_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, 
 }
 '''
 
-CPP_SRC = "torch::Tensor conv2d_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, int64_t stride, int64_t pad);"
+CPP_SRC = ("torch::Tensor conv2d_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, "
+           "int64_t stride, int64_t pad);")
 
 conv2d_ext = load_inline(
     name="kz_conv2d_inline",

@@ -47,7 +47,7 @@ class LaunchRecorder:
         self.measuring = False     # while True, CUDA events bracket every custom launch
         self.spans = []
         # Entered around every Triton JIT compile (a cache miss at launch): the candidate's child lets
-        # the device lock go there (harness.device_lock_released).
+        # the device lock go there (device_lock.released).
         self.compile_context = contextlib.nullcontext
         self._open = None
         self._install()

@@ -22,7 +22,7 @@ import traceback
 
 import torch
 
-from . import accounting, harness, sandbox, transfer
+from . import accounting, device_lock, harness, sandbox, transfer
 
 LOG_TAIL = 4000
 # How long before the parent's deadline a job that is still running has its stacks written to its log.
@@ -124,7 +124,7 @@ def run_job(req, job_dir, recorder):
         _run_job(req, job_dir, recorder, channel, result)
     except _Decided as d:
         result["stopped"] = str(d)
-    except (transfer.ChannelError, harness.DeviceBusy) as e:
+    except (transfer.ChannelError, device_lock.DeviceBusy) as e:
         raise Failure("infra_error", str(e), retry=True)
     finally:
         channel.close()
@@ -166,12 +166,12 @@ def _run_job(req, job_dir, recorder, channel, result):
     stage("load_s")
 
     # A Triton kernel compiled at its first launch (seconds of CPU) does not hold the device lock.
-    recorder.compile_context = lambda: harness.device_lock_released(device)
+    recorder.compile_context = lambda: device_lock.released(device)
     poison_sizes = [int(req.get("poison_bytes", 0))]
     census = accounting.LibraryOpCensus(recorder)
 
     def call(inputs, census=None):
-        with harness.device_lock(lock, exclusive=False):
+        with device_lock.hold(lock, exclusive=False):
             accounting.poison_free_memory(device, poison_sizes)
             t = time.perf_counter()
             with torch.no_grad(), (census if census is not None else contextlib.nullcontext()):
@@ -187,7 +187,7 @@ def _run_job(req, job_dir, recorder, channel, result):
         return harness.make_inputs(task, input_seed, device)
 
     def inputs_for(slot, index=0):
-        with harness.device_lock(lock, exclusive=False):
+        with device_lock.hold(lock, exclusive=False):
             return made(harness.slot_seed(seed, slot, index))
 
     forward_seconds = 0.0
@@ -197,7 +197,7 @@ def _run_job(req, job_dir, recorder, channel, result):
         for i in range(int(req["trials"])):
             inputs = None  # the previous set goes before the next is made
             inputs = inputs_for("trial", i)
-            with harness.device_lock(lock, exclusive=False):
+            with device_lock.hold(lock, exclusive=False):
                 snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             out, secs = call(inputs, census)
             forward_seconds += secs
@@ -205,13 +205,13 @@ def _run_job(req, job_dir, recorder, channel, result):
                 stage("trial0_s")  # first calls pay the candidate's lazy loading
             send("trial", i, out)
             del out
-            with harness.device_lock(lock, exclusive=False):
+            with device_lock.hold(lock, exclusive=False):
                 changed = harness.first_changed(snapshot, inputs)
             del snapshot
             if changed is not None:
                 checks["inputs_unchanged"] = "fail"
                 raise Failure("incorrect", f"trial {i}: forward modified input {changed} in place", "inputs_unchanged")
-    except (Failure, _Decided, transfer.ChannelError, harness.DeviceBusy):
+    except (Failure, _Decided, transfer.ChannelError, device_lock.DeviceBusy):
         raise
     except BaseException as e:
         raise _forward_failure(e, recorder)
@@ -261,7 +261,7 @@ def _run_job(req, job_dir, recorder, channel, result):
         # trial's inputs (checked unchanged) under the shared lock: starting it costs hundreds of ms
         # of host time, which under the exclusive lock would hold every other job back.
         try:
-            with harness.device_lock(lock, exclusive=False):
+            with device_lock.hold(lock, exclusive=False):
                 frac, per_kernel = accounting.gpu_kernel_share(model, inputs, req.get("kernel_names", []), device)
             result["custom_fraction"] = frac
             result["share_source"] = "profiler"
@@ -274,7 +274,7 @@ def _run_job(req, job_dir, recorder, channel, result):
     stage("kernel_share_s")
 
     try:
-        with harness.device_lock(lock, exclusive=False):
+        with device_lock.hold(lock, exclusive=False):
             sets = harness.InputSets(made, [harness.slot_seed(seed, "timing", m) for m in range(harness.TIMING_SETS)],
                                      int(req["keep_sets_bytes"]))
         timing, _ = harness.time_callable(lambda *a: _detach(model(*a)), sets, device,
@@ -291,7 +291,7 @@ def _run_job(req, job_dir, recorder, channel, result):
         recheck, _ = call(inputs_for("recheck"))
         send("recheck", 0, recheck)
         del recheck
-    except (_Decided, transfer.ChannelError, harness.DeviceBusy):
+    except (_Decided, transfer.ChannelError, device_lock.DeviceBusy):
         raise
     except BaseException as e:
         raise _forward_failure(e, recorder, " during timing")
@@ -395,7 +395,7 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
         if not data:
             os._exit(0)  # discarded spare
         req = json.loads(data.decode())
-        for counters in (harness.lock_waits, harness.lock_held):  # the job's own
+        for counters in (device_lock.waits, device_lock.held):  # the job's own
             counters.update({k: 0.0 for k in counters})
         # Where a job that runs out of time is stuck: shortly before the parent's deadline a watchdog
         # thread of faulthandler's writes every thread's stack into the log the verdict quotes. A
@@ -428,8 +428,8 @@ def spare_main(job_fd, result_fd, job_dir, device, recorder):
                 pass
         result["sandbox"] = applied
         result.setdefault("stages", {}).update(warm)
-        result["stages"].update({"lock_wait_" + k: v for k, v in harness.lock_waits.items()})
-        result["stages"].update({"lock_held_" + k: v for k, v in harness.lock_held.items()})
+        result["stages"].update({"lock_wait_" + k: v for k, v in device_lock.waits.items()})
+        result["stages"].update({"lock_held_" + k: v for k, v in device_lock.held.items()})
         result["stages"]["child_cpu_s"] = _cpu_seconds()
         out = json.dumps(result, default=str, allow_nan=True).encode()
         while out:
@@ -565,7 +565,8 @@ class ForkServer:
         _, status = os.waitpid(pid, 0)
         log = _tail(os.path.join(job_dir, "log.txt"))
         if timed_out:
-            return {"ok": False, "kind": "timeout", "reason": f"candidate did not finish within {req.get('timeout_s')} s",
+            return {"ok": False, "kind": "timeout",
+                    "reason": f"candidate did not finish within {req.get('timeout_s')} s",
                     "job_dir": job_dir, "log": log}
         try:
             result = json.loads(b"".join(chunks).decode()) if chunks else None
@@ -576,7 +577,8 @@ class ForkServer:
                 how = f"was killed by signal {os.WTERMSIG(status)}"
             else:
                 how = f"exited with code {os.WEXITSTATUS(status)}"
-            return {"ok": False, "kind": "runtime_error", "reason": f"candidate process {how} before reporting a result",
+            return {"ok": False, "kind": "runtime_error",
+                    "reason": f"candidate process {how} before reporting a result",
                     "job_dir": job_dir, "log": log, "crashed": True}
         result["job_dir"] = job_dir
         result["log"] = log

@@ -3,8 +3,6 @@ metadata, comparison and timing. Both sides derive every input from the job's se
 never travel between processes and the candidate never receives a reference output."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import math
@@ -12,10 +10,11 @@ import os
 import random
 import statistics
 import sys
-import threading
 import time
 
 import torch
+
+from . import device_lock
 
 DEFAULT_TOLERANCES = {  # dtype -> (atol, rtol); fp32 per the design, looser for reduced precision
     "torch.float32": (1e-2, 1e-2), "torch.float64": (1e-2, 1e-2), "torch.float16": (2e-2, 2e-2),
@@ -292,109 +291,6 @@ def first_changed(snapshot, inputs):
     return None
 
 
-class DeviceBusy(RuntimeError):
-    """The device lock could not be had exclusively in time (another process's forward held it): the
-    job is the verifier's to retry, not the candidate's to answer for."""
-
-
-# How long a timer waits for the device before giving the readers back and reporting DeviceBusy: a
-# hung forward elsewhere holds the lock shared until it is killed, and a waiting timer blocks every
-# new reader meanwhile.
-EXCLUSIVE_WAIT_S = 20.0
-
-
-# Seconds this process has waited for the device lock, by kind, and held it exclusively (the device
-# time its timed iterations took from every other job); a job's child reports them.
-lock_waits = {"shared_s": 0.0, "exclusive_s": 0.0}
-lock_held = {"exclusive_s": 0.0}
-
-
-@contextlib.contextmanager
-def device_lock(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
-    """A device-wide reader/writer lock shared by every process of a verifier on one device: timed
-    iterations take it exclusively (nothing else of ours runs on the device while they are timed),
-    every other piece of GPU work (a forward, a comparison, making inputs) takes it shared. A writer
-    waiting for it holds a turnstile that new readers pass through, so a stream of readers cannot
-    starve timing; a writer that waits longer than `wait_s` lets the readers go and raises DeviceBusy.
-    Never held while waiting on another process: the processes of a job wait on each other."""
-    if not path:
-        yield
-        return
-    turnstile = os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666)
-    lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    t0 = time.perf_counter()
-    try:
-        if exclusive:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            deadline = time.monotonic() + wait_s
-            pause = 0.0005
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise DeviceBusy(f"the device stayed busy for {wait_s:.0f} s (another job's forward)")
-                    time.sleep(pause)
-                    pause = min(2 * pause, 0.01)
-        else:
-            _take_shared(lock, turnstile)
-        t_in = time.perf_counter()
-        lock_waits["exclusive_s" if exclusive else "shared_s"] += t_in - t0
-        holds = _holds()
-        holds.append((lock, turnstile, exclusive))
-        try:
-            yield
-        finally:
-            holds.pop()
-            if exclusive:
-                lock_held["exclusive_s"] += time.perf_counter() - t_in
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        os.close(lock)
-        os.close(turnstile)
-
-
-def _take_shared(lock, turnstile):
-    fcntl.flock(turnstile, fcntl.LOCK_EX)
-    fcntl.flock(lock, fcntl.LOCK_SH)
-    fcntl.flock(turnstile, fcntl.LOCK_UN)
-
-
-_thread_holds = threading.local()
-
-
-def _holds():
-    """This thread's open holds of the device lock, innermost last: (lock fd, turnstile fd, exclusive)."""
-    if not hasattr(_thread_holds, "stack"):
-        _thread_holds.stack = []
-    return _thread_holds.stack
-
-
-@contextlib.contextmanager
-def device_lock_released(device):
-    """Inside shared holds of the device lock, lets them go for host-only work that may take long (a
-    Triton kernel's JIT compile, seconds of CPU in the middle of a forward) and takes them back after:
-    a timer elsewhere need not wait for it. The device is synchronised first, so that none of this
-    thread's work is still running once a timer may start. Under an exclusive hold (timed
-    iterations are not interrupted) or with none, it does nothing."""
-    holds = list(_holds())
-    if not holds or any(exclusive for _, _, exclusive in holds):
-        yield
-        return
-    sync(device)
-    for lock, _, _ in holds:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    try:
-        yield
-    finally:
-        t0 = time.perf_counter()
-        for lock, turnstile, _ in holds:
-            _take_shared(lock, turnstile)
-        lock_waits["shared_s"] += time.perf_counter() - t0
-
-
 def device_index(device) -> int:
     """The CUDA device index of `device` ("cuda" alone: the current device), for the torch.cuda calls
     that take no index-less device."""
@@ -412,7 +308,7 @@ def free_cached_memory(device, lock_path):
     lock: freeing multi-GiB segments is device work that must not land in another job's timed
     iterations."""
     if torch.device(device).type == "cuda":
-        with device_lock(lock_path, exclusive=False):
+        with device_lock.hold(lock_path, exclusive=False):
             torch.cuda.synchronize(device)
             torch.cuda.empty_cache()
 
@@ -532,7 +428,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     bufs = []
     flush_src = flush_dst = None
     cycles_per_ms = None
-    with device_lock(lock_path, exclusive=False):
+    with device_lock.hold(lock_path, exclusive=False):
         for b in range(buffers):
             src = get(b % m_sets)
             bufs.append([x.clone() if isinstance(x, torch.Tensor) else x for x in src])
@@ -625,7 +521,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         return False
 
     with torch.no_grad():
-        with device_lock(lock_path, exclusive=True):
+        with device_lock.hold(lock_path, exclusive=True):
             for _ in range(warmup):
                 one(False, False)
             while not enough():
@@ -638,7 +534,7 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 if enqueue > ahead and ahead < MAX_SPIN_MS:
                     probed, enqueue = probe(buf, int(MAX_SPIN_MS * cycles_per_ms))
         for k in range(tail):
-            with device_lock(lock_path, exclusive=False):
+            with device_lock.hold(lock_path, exclusive=False):
                 s, out = one(False, k < checks)
             if k >= tail - m_sets:
                 if keep is not None:

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from . import harness, transfer
+from . import device_lock, harness, transfer
 
 TIMING_SETS = harness.TIMING_SETS
 # How long past the candidate's own time limit a job waits for it to connect (its child may still be
@@ -87,13 +87,13 @@ class Reference:
             try:
                 model = harness.build(task.Model, harness.init_inputs(task, seed), seed, device)
                 res["memory"] = _measure_forward(model, task, device, lock)
-                with harness.device_lock(lock, exclusive=False):
+                with device_lock.hold(lock, exclusive=False):
                     sets = harness.InputSets(lambda s: harness.make_inputs(task, s, device),
                                              [harness.slot_seed(seed, "timing", m) for m in range(TIMING_SETS)],
                                              int(req["keep_sets_bytes"]))
                 res["eager"], _ = harness.time_callable(model, sets, device, iters, lock_path=lock, checks=0,
                                                         keep=discard, **adaptive)
-            except harness.DeviceBusy as e:
+            except device_lock.DeviceBusy as e:
                 return {"ok": False, "busy": True, "error": "timing the reference: " + str(e)}
             except BaseException as e:
                 if harness.is_memory_error(e):
@@ -105,7 +105,7 @@ class Reference:
                 try:
                     compiled = torch.compile(model, backend=_inductor_behind_lock(lock, device))
                     t0 = time.perf_counter()
-                    with harness.device_lock(lock, exclusive=False):
+                    with device_lock.hold(lock, exclusive=False):
                         first = sets.get(0)
                     # Unlocked: Inductor compiles (seconds of CPU) inside this first call, and a
                     # reader holding the lock that long would stall every timer; the GPU work in it
@@ -117,7 +117,7 @@ class Reference:
                     res["compile_s"] = time.perf_counter() - t0
                     res["compiled"], _ = harness.time_callable(compiled, sets, device, iters, lock_path=lock,
                                                                checks=0, keep=discard, **adaptive)
-                except harness.DeviceBusy as e:
+                except device_lock.DeviceBusy as e:
                     return {"ok": False, "busy": True, "error": "timing the compiled reference: " + str(e)}
                 except BaseException as e:  # noqa: BLE001 - a task torch.compile cannot handle has no such baseline
                     res["compile_error"] = harness.describe_exception(e)
@@ -168,7 +168,7 @@ def _inductor_behind_lock(lock, device):
             if not first[0]:
                 return fn(*args, **kwargs)
             first[0] = False
-            with harness.device_lock(lock, exclusive=False):
+            with device_lock.hold(lock, exclusive=False):
                 out = fn(*args, **kwargs)
                 harness.sync(device)
             return out
@@ -190,7 +190,7 @@ def _peak(device):
 def _measure_forward(model, task, device, lock):
     """What the task holds (parameters, one input set) and what one forward allocates above that
     (its output and workspace), in bytes, measured by the caching allocator."""
-    with harness.device_lock(lock, exclusive=False):
+    with device_lock.hold(lock, exclusive=False):
         inputs = harness.make_inputs(task, harness.slot_seed(0, "trial"), device)
     mem = {"params": _module_bytes(model), "inputs": harness.logical_bytes(inputs)}
     if device.type != "cuda":
@@ -201,7 +201,7 @@ def _measure_forward(model, task, device, lock):
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    with harness.device_lock(lock, exclusive=False), torch.no_grad():
+    with device_lock.hold(lock, exclusive=False), torch.no_grad():
         out = model(*inputs)
         torch.cuda.synchronize(device)
     mem.update(outputs=harness.storage_bytes(out), forward=torch.cuda.max_memory_allocated(device) - before)
@@ -327,7 +327,7 @@ class _Job(threading.Thread):
                 return None  # the child ended without connecting
 
     def _reference_output(self, slot, index):
-        with harness.device_lock(self.lock, exclusive=False), torch.no_grad():
+        with device_lock.hold(self.lock, exclusive=False), torch.no_grad():
             inputs = harness.make_inputs(self.task, harness.slot_seed(self.seed, slot, index), self.device)
             out = self.model(*inputs)
             harness.sync(self.device)
@@ -345,7 +345,8 @@ class _Job(threading.Thread):
             slot, index = msg.get("slot"), msg.get("index", 0)
             if slot not in ("trial", "timing", "recheck", "ablation") or not isinstance(index, int):
                 raise transfer.ChannelError(f"unexpected message from the candidate: slot {slot!r}")
-            if (slot == "trial" and not 0 <= index < self.trials) or (slot == "timing" and not 0 <= index < TIMING_SETS):
+            if ((slot == "trial" and not 0 <= index < self.trials)
+                    or (slot == "timing" and not 0 <= index < TIMING_SETS)):
                 raise transfer.ChannelError(f"unexpected slot {slot} {index}")
             if self.pending is not None and self.pending[:2] == (slot, index):
                 ref = self.pending[2]
@@ -382,19 +383,20 @@ class _Job(threading.Thread):
         try:
             # Mapping and unmapping another process's allocation is device work: under the shared lock
             # (but not the waits on the child between them).
-            with harness.device_lock(self.lock, exclusive=False):
+            with device_lock.hold(self.lock, exclusive=False):
                 mapped = not mm and received.map_all(desc)
             transfer.accept_bytes(conn, not mm, everything=not mapped)
             if mm:
                 return {"ok": False, "reason": mm, "max_abs_err": None, "max_rel_err": None, "meta": False}
             received.receive(desc, conn, as_bytes=not mapped)
-            with harness.device_lock(self.lock, exclusive=False):
+            with device_lock.hold(self.lock, exclusive=False):
                 try:
                     out = received.build(desc, self.device, as_bytes=not mapped)
                 except Exception as e:  # noqa: BLE001 - the device's own failures are the verifier's
                     if harness.is_memory_error(e) or harness.is_cuda_error(e):
                         raise
-                    return {"ok": False, "reason": "the candidate's output cannot be read: " + harness.describe_exception(e),
+                    return {"ok": False,
+                            "reason": "the candidate's output cannot be read: " + harness.describe_exception(e),
                             "max_abs_err": None, "max_rel_err": None, "meta": True, "unreadable": True}
                 res = harness.compare(ref, out, self.tolerances)
                 del out
@@ -403,7 +405,7 @@ class _Job(threading.Thread):
             return res
         finally:
             # Kernels reading the mapped memory end before it is unmapped, whatever happened above.
-            with harness.device_lock(self.lock, exclusive=False):
+            with device_lock.hold(self.lock, exclusive=False):
                 try:
                     harness.sync(self.device)
                 finally:

@@ -196,7 +196,8 @@ def validate_task(req):
     t0 = time.perf_counter()
     try:
         result = _validate(req, work, name)
-        result["info"]["validate_s"] = time.perf_counter() - t0  # where validation time goes (compile_s: its torch.compile)
+        # Where validation time goes (compile_s: its torch.compile).
+        result["info"]["validate_s"] = time.perf_counter() - t0
         return result
     finally:
         sys.modules.pop(name, None)
@@ -253,7 +254,8 @@ def _validate(req, work, module_name):
         declared_mb, meta_model, meta_inputs = _declared(mod) or (None, None, None)
         if declared_mb is not None and declared_mb > max_mb:
             info["memory_mb"] = declared_mb
-            fail("memory_band", f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, more than {max_mb}")
+            fail("memory_band",
+                 f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, more than {max_mb}")
             return skip_rest("format", *rest)
         harness.init_inputs(mod, 0)
         inputs = meta_inputs if meta_inputs is not None else harness.make_inputs(mod, 1, "cpu")
@@ -297,7 +299,8 @@ def _validate(req, work, module_name):
             return skip_rest(*rest)
         if probed_mb is not None and probed_mb > max_mb:
             info["memory_mb"] = probed_mb
-            fail("memory_band", f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
+            fail("memory_band",
+                 f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
             return skip_rest(*rest)
         torch.cuda.reset_peak_memory_stats(device)  # what memory_band records is the real run's peak
     try:
@@ -317,8 +320,9 @@ def _validate(req, work, module_name):
     # What the task needs is one forward's memory: its weights, its inputs and what the forward
     # allocates, measured here and nowhere later. The checks below hold several runs' outputs at once
     # (and the timing its cache-flush buffer): the validator's memory, not the task's, which can be
-    # several times the forward's. A module over the band is invalid whatever the other checks give, and is turned down before four
-    # more forwards and the timing (for a module this large, seconds of a validation round).
+    # several times the forward's. A module over the band is invalid whatever the other checks give,
+    # and is turned down before four more forwards and the timing (for a module this large, seconds of
+    # a validation round).
     if device.type == "cuda":
         peak = (torch.cuda.max_memory_allocated(device) - base_mem) / 2**20
     else:  # the tensors the task holds: parameters, inputs, outputs
