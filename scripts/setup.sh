@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config git clang-format
               nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
               libpcre2-dev libutf8proc-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev libtomlplusplus-dev libgloo-dev
               libhiredis-dev redis-server)
@@ -37,8 +37,9 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-# transformers, peft (and with them tokenizers, safetensors) are the references of the engine's golden tests.
-TEST_REFERENCES=("transformers==5.24.0" "peft==0.21.2")
+# transformers, peft (and with them tokenizers, safetensors) are the references of the engine's golden
+# tests; ruff lints the Python (ruff.toml).
+TEST_REFERENCES=("transformers==5.24.0" "peft==0.21.2" "ruff==0.17.6")
 log "pip: torch==$TORCH_VERSION triton==$TRITON_VERSION $NUMPY_SPEC ${TEST_REFERENCES[*]} (no-op when satisfied)"
 .venv/bin/python -m pip install -q --disable-pip-version-check \
   "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" "$NUMPY_SPEC" "${TEST_REFERENCES[@]}"
