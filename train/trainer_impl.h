@@ -43,6 +43,13 @@ private:
     // ---- the stages (stage_*.cpp); `m` is the iteration's metrics, each stage adds its own.
     void warm_start(json& m);
     std::vector<StoredTask> propose(int64_t it, json& m);
+    // propose's parts, in order (stage_propose.cpp)
+    struct ProposeRound;
+    void draw_api_sets(int64_t it, ProposeRound& r);
+    void store_proposals(int64_t it, ProposeRound& r);
+    void fill_with_symbolic(int64_t it, ProposeRound& r);
+    void probe_coder(int64_t it, ProposeRound& r);
+    void update_proposer(int64_t it, ProposeRound& r);
     std::vector<StoredTask> refresh_pool(int64_t it, const std::vector<StoredTask>& band, json& m);
     void coder_phase(int64_t it, const std::vector<StoredTask>& pool, json& m);
     void evaluate(int64_t it, json& m);
