@@ -274,7 +274,7 @@ class TimingOnGpu(unittest.TestCase):
         self.assertLess(calls[0], calls[1])
         self.assertEqual(calls[1], longest)
 
-    def test_a_triton_compile_inside_a_forward_lets_the_lock_go(self):
+    def test_a_triton_compile_and_first_load_inside_a_forward_let_the_lock_go(self):
         from kernelzero.worker import accounting
         path = os.path.join(tempfile.mkdtemp(), "device.lock")
         seen = []
@@ -298,14 +298,14 @@ class TimingOnGpu(unittest.TestCase):
         y = torch.empty_like(x)
         with device_lock.hold(path, exclusive=False):
             double[(1,)](x, y, 1000, BLOCK=1024)
-            double[(1,)](x, y, 1000, BLOCK=1024)  # compiled already: no second release
+            double[(1,)](x, y, 1000, BLOCK=1024)  # compiled and loaded already: no release
             fd = os.open(path, os.O_RDWR)
             try:  # held again after the compile
                 with self.assertRaises(BlockingIOError):
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             finally:
                 os.close(fd)
-        self.assertEqual(seen, ["free"])
+        self.assertEqual(seen, ["free", "free"])  # the compile, then the first load (launcher build)
         self.assertTrue(torch.equal(y, 2 * x))
 
 
@@ -376,13 +376,51 @@ class DeviceLock(unittest.TestCase):
 
     def test_a_writer_gives_up_on_a_reader_that_never_leaves(self):
         path = os.path.join(tempfile.mkdtemp(), "device.lock")
-        with device_lock.hold(path, exclusive=False):  # a hung forward elsewhere
+        holding, leave = threading.Event(), threading.Event()
+
+        def hung_forward():  # elsewhere: another thread holds its own fds, as another process would
+            with device_lock.hold(path, exclusive=False):
+                holding.set()
+                leave.wait(10)
+        reader = threading.Thread(target=hung_forward)
+        reader.start()
+        try:
+            holding.wait(10)
             t0 = time.monotonic()
             with self.assertRaises(device_lock.DeviceBusy):
                 with device_lock.hold(path, exclusive=True, wait_s=0.3):
                     pass
             self.assertLess(time.monotonic() - t0, 2.0)
             with device_lock.hold(path, exclusive=False):  # readers are let through again
+                pass
+        finally:
+            leave.set()
+            reader.join()
+
+    def test_holds_nest_in_a_thread_without_queueing_behind_a_writer(self):
+        path = os.path.join(tempfile.mkdtemp(), "device.lock")
+        writer_waiting = threading.Event()
+
+        def writer():
+            writer_waiting.set()
+            with device_lock.hold(path, exclusive=True, wait_s=5):
+                pass
+        with device_lock.hold(path, exclusive=False):
+            t = threading.Thread(target=writer)
+            t.start()
+            writer_waiting.wait(5)
+            time.sleep(0.05)  # the writer holds the turnstile now, waiting for this reader
+            t0 = time.monotonic()
+            with device_lock.hold(path, exclusive=False):  # inner: the outer hold, not a new one
+                pass
+            self.assertLess(time.monotonic() - t0, 1.0)
+            with self.assertRaises(RuntimeError):  # no upgrade from shared to exclusive
+                with device_lock.hold(path, exclusive=True):
+                    pass
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        with device_lock.hold(path, exclusive=True):
+            with device_lock.hold(path, exclusive=False):  # inside exclusive: covered
                 pass
 
 

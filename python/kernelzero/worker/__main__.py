@@ -53,7 +53,7 @@ def main():
                                                     "arch": _arch(torch, req["device"]),
                                                     "memory": _memory(torch, req["device"])}}
         else:
-            from .candidate import ForkServer
+            from .fork_server import ForkServer
             server = ForkServer(args.work_root, args.device, int(os.environ.get("KZ_SPARE_CHILDREN", "1")))
             handlers = {"run": server.run, "warm": server.warm}
     handlers["ping"] = lambda req: {"ok": True}

@@ -120,6 +120,17 @@ class LaunchRecorder:
                     with rec.compile_context():
                         return _orig(self_fn, *args, **kwargs)
                 tjit.JITFunction._do_compile = do_compile
+            # A compiled kernel's first launch loads it and builds its launcher (a C compile on a
+            # cache miss): host work like the compile itself.
+            from triton.compiler import compiler as tcompiler
+            orig_init = getattr(tcompiler.CompiledKernel, "_init_handles", None)
+            if orig_init is not None:
+                def init_handles(kernel, _orig=orig_init):
+                    if kernel.module is not None:
+                        return _orig(kernel)
+                    with rec.compile_context():
+                        return _orig(kernel)
+                tcompiler.CompiledKernel._init_handles = init_handles
         except ImportError:
             pass
 
@@ -131,6 +142,18 @@ class LaunchRecorder:
     def reset(self):
         self.launches = []
         self.custom_seconds = 0.0
+
+    def begin_job(self):
+        """Forgets everything a previous job in this process left (its launches, a launch error, an
+        ablation or a measurement it did not finish)."""
+        self.reset()
+        self.set_enabled(True)
+        self.inside = 0
+        self.launch_error = None
+        self.measuring = False
+        self.spans = []
+        self._open = None
+        self.compile_context = contextlib.nullcontext
 
 
 class LibraryOpCensus(TorchDispatchMode):

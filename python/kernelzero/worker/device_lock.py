@@ -37,8 +37,19 @@ def hold(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
     every other piece of GPU work (a forward, a comparison, making inputs) takes it shared. A writer
     waiting for it holds a turnstile that new readers pass through, so a stream of readers cannot
     starve timing; a writer that waits longer than `wait_s` lets the readers go and raises DeviceBusy.
-    Never held while waiting on another process: the processes of a job wait on each other."""
+    Never held while waiting on another process: the processes of a job wait on each other.
+
+    Re-entrant in a thread: inside a hold of this thread's, a shared hold (or any hold inside an
+    exclusive one) is the outer hold. Taking it again would queue behind a waiting writer who waits
+    for the outer hold: a deadlock until the writer gives up. Asking for exclusive inside shared is an
+    error (an upgrade could deadlock the same way)."""
     if not path:
+        yield
+        return
+    outer = _holds()
+    if outer:
+        if exclusive and not outer[-1][2]:
+            raise RuntimeError("device_lock.hold: exclusive asked for inside a shared hold")
         yield
         return
     turnstile = os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666)
@@ -48,7 +59,7 @@ def hold(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
         if exclusive:
             fcntl.flock(turnstile, fcntl.LOCK_EX)
             deadline = time.monotonic() + wait_s
-            pause = 0.0005
+            pause = 0.0001
             while True:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -57,7 +68,8 @@ def hold(path, exclusive=True, wait_s=EXCLUSIVE_WAIT_S):
                     if time.monotonic() > deadline:
                         raise DeviceBusy(f"the device stayed busy for {wait_s:.0f} s (another job's forward)")
                     time.sleep(pause)
-                    pause = min(2 * pause, 0.01)
+                    # Every reader queued behind the turnstile waits as long as this poll: short.
+                    pause = min(2 * pause, 0.001)
         else:
             _take_shared(lock, turnstile)
         t_in = time.perf_counter()

@@ -533,14 +533,18 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 probed, enqueue = probe(buf, int(ahead * cycles_per_ms))
                 if enqueue > ahead and ahead < MAX_SPIN_MS:
                     probed, enqueue = probe(buf, int(MAX_SPIN_MS * cycles_per_ms))
-        for k in range(tail):
+        # The untimed iterations in one shared hold; the last m_sets each in its own, since
+        # keep (a send to the reference) waits on another process and must not hold the lock.
+        with device_lock.hold(lock_path, exclusive=False):
+            for k in range(tail - m_sets):
+                one(False, k < checks)
+        for k in range(tail - m_sets, tail):
             with device_lock.hold(lock_path, exclusive=False):
                 s, out = one(False, k < checks)
-            if k >= tail - m_sets:
-                if keep is not None:
-                    keep(s, out)
-                else:
-                    last[s] = out
+            if keep is not None:
+                keep(s, out)
+            else:
+                last[s] = out
             del out
     result = {"host_ms": summary(host_ms) if host_ms else None,
               "event_ms": summary(event_ms) if event_ms else None,

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import struct
+import time
 
 MAX_FRAME = 64 << 20
 
@@ -36,14 +38,53 @@ def read_frame(fd: int) -> dict:
     return msg
 
 
-def write_frame(fd: int, msg: dict) -> None:
-    data = json.dumps(msg, allow_nan=False, default=str).encode("utf-8")
+def write_frame(fd: int, msg: dict, allow_nan: bool = False) -> None:
+    """Writes one frame. `allow_nan`: NaN and Infinity as JSON extensions (between our own processes,
+    never to the C++ side, whose reader refuses them)."""
+    data = json.dumps(msg, allow_nan=allow_nan, default=str).encode("utf-8")
     if len(data) > MAX_FRAME:
         raise ProtocolError(f"reply of {len(data)} bytes exceeds the frame limit")
     buf = struct.pack(">I", len(data)) + data
     while buf:
         n = os.write(fd, buf)
         buf = buf[n:]
+
+
+class FrameReader:
+    """Reads frames from a pipe, each by a deadline (time.monotonic()): a partial frame waits in a
+    buffer for the rest."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def read(self, deadline: float):
+        """The next frame; None once the writer has closed the pipe; TimeoutError past the deadline;
+        ProtocolError for a frame over the limit or not a JSON object."""
+        while True:
+            if len(self.buf) >= 4:
+                (n,) = struct.unpack(">I", self.buf[:4])
+                if n > MAX_FRAME:
+                    raise ProtocolError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
+                if len(self.buf) >= 4 + n:
+                    body = bytes(self.buf[4:4 + n])
+                    del self.buf[:4 + n]
+                    try:
+                        msg = json.loads(body.decode("utf-8"))
+                    except ValueError as e:
+                        raise ProtocolError(f"frame is not JSON: {e}") from e
+                    if not isinstance(msg, dict):
+                        raise ProtocolError("frame is not a JSON object")
+                    return msg
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no frame by the deadline")
+            ready, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            if ready:
+                b = os.read(self.fd, 1 << 16)
+                if not b:
+                    return None
+                self.buf += b
 
 
 def take_over_stdio() -> tuple[int, int]:

@@ -115,13 +115,14 @@ def _same(a, b, exact=False):
 
 
 def warm_up(req):
-    """Pays a reference worker's one-time costs before its first validation, so that they do not land
-    on a module: the CUDA context, and with "compile", Inductor's import and set-up and a first
-    compilation (several seconds on a GPU, where Triton compiles too)."""
+    """Pays a reference worker's one-time costs before its first validation or job, so that they do
+    not land on either: the CUDA context and the comparison's kernels, and with "compile", Inductor's
+    import and set-up and a first compilation (several seconds on a GPU, where Triton compiles too)."""
     device = torch.device(req.get("device", "cpu"))
     t0 = time.perf_counter()
     x = torch.randn(64, 64, device=device)
     _cap_memory(device, req.get("memory_cap_bytes"))
+    harness.compare(x, x.clone())
     harness.sync(device)
     res = {"ok": True, "context_s": time.perf_counter() - t0, "compile_s": None}
     if req.get("compile"):
