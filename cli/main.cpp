@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
                     std::cout << "geomean speedup vs eager (correct): " << s["geomean_speedup_eager"] << "\n";
                 if (results_stages) {
                     std::cout << "stages (seconds summed over jobs):\n" << summary.stage_table();
+                    std::cout << "candidate children: " << summary.children_line() << "\n";
                     const auto c = summary.ceiling(results_cores);
                     std::printf(
                         "host ceiling: CPU %.3f s a job (children + compiles) on %d cores = %.0f jobs/min; "

@@ -1,4 +1,5 @@
 // kernelzero verify: one (task, candidate) pair, or a batch of jobs.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -152,6 +153,7 @@ Runner add_verify(CLI::App& app) {
 
         catch_stop_signals();
         std::unique_ptr<VerifyService> verifier;
+        const auto t_start = std::chrono::steady_clock::now();
         try {
             verifier = make_verify_service(a->verifier, o);
             verifier->start();
@@ -187,21 +189,29 @@ Runner add_verify(CLI::App& app) {
         BatchOptions bo{a->jobs, a->out,
                         a->in_flight > 0 ? a->in_flight : std::max(2, started.lanes + started.compile_workers),
                         !a->no_progress};
+        // The start (workers, their devices) apart from the batch: a trainer starts its verifier once
+        // and then runs batch after batch on it.
+        const auto t_batch = std::chrono::steady_clock::now();
+        const double started_s = std::chrono::duration<double>(t_batch - t_start).count();
         BatchSummary s;
         try {
             s = run_batch(*verifier, bo, g_stop);
         } catch (const std::exception& e) {
             return usage_error("verify", e.what());
         }
+        const double batch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count();
         std::string counts;
         for (auto& [k, n] : s.by_status) counts += " " + k + "=" + std::to_string(n);
         std::printf("verified %d of %d jobs (%d already in %s)%s%s\n", s.done, s.total, s.skipped, a->out.c_str(),
                     counts.c_str(), s.interrupted ? "; interrupted, re-run to finish" : "");
+        std::printf(
+            "verifier started in %.1f s (%d lanes, %d compile workers); the batch took %.1f s = %.1f verdicts "
+            "per minute\n",
+            started_s, started.lanes, started.compile_workers, batch_s, batch_s > 0 ? s.done * 60.0 / batch_s : 0.0);
         if (a->json) {
-            nlohmann::json j = {{"done", s.done},
-                                {"total", s.total},
-                                {"skipped", s.skipped},
-                                {"interrupted", s.interrupted},
+            nlohmann::json j = {{"done", s.done},          {"total", s.total},
+                                {"skipped", s.skipped},    {"interrupted", s.interrupted},
+                                {"started_s", started_s},  {"batch_s", batch_s},
                                 {"by_status", s.by_status}};
             std::cout << j.dump() << std::endl;
         }

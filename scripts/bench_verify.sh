@@ -8,7 +8,7 @@
 #            new kernels; 6 lanes (KZ_BENCH_WORKERS), as in issue 2;
 #   rl       the same with the mix an RL step produces (scripts/salted_batch.py --mix rl: half correct, most of the
 #            rest incorrect, a few crashes and hangs), KZ_RL_BATCH candidates (256), the verifier's
-#            default lanes;
+#            default lanes (KZ_RL_LANES=N: N lanes and N compile workers);
 #   and the anchor (../shared/anchors/compile_paths.py: load_inline vs NVRTC vs Triton) in the same
 #   command. Every batch prints its stages and the host's ceiling (kernelzero results --stages).
 # Usage: scripts/bench_verify.sh BUILD_DIR OUT_DIR [ANCHORS_DIR | none]
@@ -26,6 +26,8 @@ mkdir -p "$OUTD"
 WORKERS=${KZ_BENCH_WORKERS:-6}
 PARTS=" ${KZ_BENCH_PARTS:-latency batch64 rl} "
 RL_N=${KZ_RL_BATCH:-256}
+RL_LANES=()
+[[ -n "${KZ_RL_LANES:-}" ]] && RL_LANES=(--workers "$KZ_RL_LANES" --compile-workers "$KZ_RL_LANES")
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 batch() { $PY scripts/salted_batch.py "$KG" "$WORK/$1" "$2" "$1" "${@:3}" > "$WORK/$1.jsonl" || exit 1; }
@@ -69,7 +71,7 @@ done
 # rl: new kernels in the mix of an RL step, cold then with the baselines cached.
 part rl && for phase in cold warm; do
   batch "rl-$phase" "$RL_N" --mix rl
-  run_batch "rl_$phase" "$WORK/rl-$phase.jsonl" "$WORK/cache-rl" "$RL_N"
+  run_batch "rl_$phase" "$WORK/rl-$phase.jsonl" "$WORK/cache-rl" "$RL_N" "${RL_LANES[@]}"
 done
 
 if [[ -n "${ANCHOR_PID:-}" ]]; then

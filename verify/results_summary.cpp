@@ -41,6 +41,7 @@ json ResultsSummary::to_json() const {
     json st = json::object();
     for (const auto& [name, t] : stages) st[name] = {{"sum_s", t.sum_s}, {"per_job", spread_json(t.per_job)}};
     j["stages"] = st;
+    j["children"] = {{"fresh", children.fresh}, {"reused", children.reused}, {"retired", children.retired}};
     if (!speedups.empty()) {
         double logsum = 0;
         for (double s : speedups) logsum += std::log(s);
@@ -60,6 +61,16 @@ std::string ResultsSummary::stage_table() const {
                       t.sum_s, t.per_job.median, t.per_job.max, t.per_job.n);
         out += line;
     }
+    return out;
+}
+
+std::string ResultsSummary::children_line() const {
+    std::string out = std::to_string(children.fresh) + " jobs in a fresh child, " + std::to_string(children.reused) +
+                      " in a reused one";
+    std::vector<std::pair<std::string, int>> why(children.retired.begin(), children.retired.end());
+    std::stable_sort(why.begin(), why.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (size_t i = 0; i < why.size() && i < 8; ++i)
+        out += (i == 0 ? "; retired after: " : ", ") + why[i].first + " (" + std::to_string(why[i].second) + ")";
     return out;
 }
 
@@ -84,6 +95,7 @@ static void collect_stages(const json& stages, const std::string& prefix,
                            std::map<std::string, std::vector<double>>& into) {
     if (!stages.is_object()) return;
     for (const auto& [key, val] : stages.items()) {
+        if (key == "child") continue;  // which child ran the job, not seconds (ResultsSummary::children)
         if (val.is_number())
             into[prefix + key].push_back(val.get<double>());
         else if (val.is_object())
@@ -106,7 +118,15 @@ ResultsSummary summarize_results(const std::string& path) {
     std::vector<double> total, compile, runtime;
     std::map<std::string, std::vector<double>> stage_values;
     for (auto& [id, j] : last) {
-        if (j.contains("stages")) collect_stages(j["stages"], "", stage_values);
+        if (j.contains("stages")) {
+            collect_stages(j["stages"], "", stage_values);
+            const json& child = j["stages"].value("candidate", json::object()).value("child", json());
+            if (child.is_object() && child.contains("job_index") && child["job_index"].is_number()) {
+                ++(child["job_index"].get<int>() == 0 ? s.children.fresh : s.children.reused);
+                if (child.contains("retired") && child["retired"].is_string())
+                    ++s.children.retired[child["retired"].get<std::string>()];
+            }
+        }
         ++s.jobs;
         ++s.by_status[j.value("status", std::string("?"))];
         if (j.contains("total_s") && j["total_s"].is_number()) total.push_back(j["total_s"].get<double>());

@@ -28,7 +28,15 @@ struct ResultsSummary {
     Spread total_s, compile_s, runtime_ms;
     std::vector<double> speedups;  // speedup_eager of correct verdicts
     std::map<std::string, StageTime> stages;
+    // Which candidate child ran each job (`stages.candidate.child`): a fresh one (its first job: it
+    // opened a CUDA context for it) or one reused; why children were retired, by reason.
+    struct Children {
+        int fresh = 0, reused = 0;
+        std::map<std::string, int> retired;
+    } children;
     nlohmann::json to_json() const;
+    // The children line: "F in a fresh child, R in a reused one; retired: reason (n), ...".
+    std::string children_line() const;
     // The stages, largest sum first, one per line.
     std::string stage_table() const;
     // What the host could sustain at most, from what the jobs consumed: its `cores` busy with

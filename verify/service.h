@@ -25,7 +25,10 @@ struct VerifyOptions {
     double timing_budget_ms = 1000;
     int warmup = 3;
     bool strict = true;
-    double timeout_s = 120;          // one candidate run (trials, timing, checks)
+    double timeout_s = 120;  // one candidate run (trials, timing, checks)
+    // On a GPU, one forward call of the candidate may take this many times the reference's eager
+    // time, and at least the floor; past it the call is taken for hung and its process killed.
+    double forward_limit_factor = 1000, forward_limit_floor_s = 2;
     double compile_timeout_s = 900;  // one ahead-of-time build (load_inline takes a minute)
     double min_kernel_share = 0.5;
     double speedup_review_bound = 10.0;

@@ -226,7 +226,7 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.status = st ? *st : Status::runtime_error;
         v.reason = run.value("reason", std::string("the candidate failed"));
         if (run.contains("check") && run["check"].is_string()) v.checks[run["check"].get<std::string>()] = "fail";
-        if (run.value("cuda_error", false)) v.reason += " [CUDA error: the worker process was replaced]";
+        if (run.value("cuda_error", false)) v.reason += " [CUDA error: its process was discarded]";
         return v;
     }
 

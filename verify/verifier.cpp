@@ -67,6 +67,20 @@ private:
     Clock::time_point mark_;
 };
 
+// The longest a forward call of the candidate may take before its child is killed as hung (null: no
+// limit but the job's own, on the CPU, where the Triton interpreter runs kernels at no predictable
+// fraction of eager's speed): forward_limit_factor times the reference's eager time, at least
+// forward_limit_floor_s, at most the job's timeout.
+json forward_limit_s(const VerifyOptions& o, const json& baseline, double timeout_s) {
+    if (is_cpu(o.device) || !baseline.is_object()) return nullptr;
+    const json& eager = baseline.value("eager", json::object());
+    const json& stats = eager.contains("event_ms") ? eager["event_ms"] : eager.value("host_ms", json());
+    const double eager_s = stats.is_object() && stats.contains("median") && stats["median"].is_number()
+                               ? stats["median"].get<double>() / 1000
+                               : 0;
+    return std::min(timeout_s, std::max(o.forward_limit_floor_s, o.forward_limit_factor * eager_s));
+}
+
 uint64_t secret_seed() {
     std::random_device rd;
     return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((1ull << 62) - 1);
@@ -209,7 +223,20 @@ void Verifier::start() {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
-    for (auto& l : lanes_) l->candidate->request({{"op", "warm"}}, milliseconds(60000));  // first spare child
+    // Every worker opens the device before the first job: a candidate's first child (forked now,
+    // warming up in the background) and the reference (whose reply waits for its context). Contexts
+    // open a few a second host-wide, so a first job would otherwise wait seconds for two.
+    for (auto& l : lanes_) l->candidate->request({{"op", "warm"}}, milliseconds(60000));
+    threads.clear();
+    for (size_t i = 0; i < lanes_.size(); ++i)
+        threads.emplace_back([&, i] {
+            Worker& ref = *lanes_[i]->reference;
+            Reply r = ref.request({{"op", "warm_up"}, {"device", ref.config().device}}, milliseconds(120000));
+            if (r.status != ReplyStatus::ok) errors[i] = "the reference worker cannot open its device: " + r.detail;
+        });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
     if (!is_cpu(opts_.device)) {
         // Every worker holds its CUDA context now (the spares opened theirs while warming up): what
         // is free is what the jobs can have, less the contexts still to come and a margin.
@@ -406,6 +433,7 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                     {"kernel_names", replies.compile.value("kernel_names", json::array())},
                     {"extensions_dir", replies.compile.value("extensions_dir", json(nullptr))},
                     {"timeout_s", timeout_s},
+                    {"forward_limit_s", forward_limit_s(opts_, replies.baseline, timeout_s)},
                     {"cpu_seconds", static_cast<int>(timeout_s * kChildCpuSecondsPerWallSecond + kReplySlackS)},
                     {"threads", is_cpu(dev) ? 1 : 4}});
     Reply rr = lane.candidate->request(run_req, secs(timeout_s + kRunReplySlackS));
@@ -415,7 +443,6 @@ Verifier::LaneRun Verifier::run_on_lane(Lane& lane, const Job& job, const JobMem
                                         secs(kCompareDrainS + kReplySlackS));
     clock.lap("compare" + suffix);
     admitted.release();
-    if (rr.body.value("cuda_error", false)) lane.candidate->stop();  // replaced on its next request
     const std::string job_dir = rr.body.value("job_dir", std::string());
     if (!job_dir.empty() && job_dir.rfind(opts_.work_dir, 0) == 0) {
         std::error_code ec;

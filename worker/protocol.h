@@ -43,17 +43,23 @@
 //   validate {source, apis: [{name, torch}], device, min_runtime_ms, max_runtime_ms, max_memory_mb,
 //             compile, memory_cap_bytes?, work_dir?}
 //     -> {valid, checks, reasons, info} (tasks/validation.h names the checks)
-//   warm_up {device, compile?, memory_cap_bytes?} -> {context_s, compile_s}
+//   warm_up {device, compile?, memory_cap_bytes?} -> {context_s, compile_s}: opens the device and
+//                                  loads the comparison's kernels (the verifier and the validator
+//                                  send it first)
 //   device_info {device} -> {device_name, torch, timing_method, arch: {nvrtc, torch_arch_list}|null,
 //                            memory: {total, free}|null}
 //
-// candidate (a fork server; every job in a fresh, sandboxed child; candidate.py)
+// candidate (a fork server; jobs run in sandboxed children, each reused while its jobs leave it as
+// they found it; fork_server.py, child_state.py)
 //   warm {}                     -> {spares}: keeps a child warm (device opened) for the next job
 //   run {job_id, task_source, candidate_source, backend, device, seed, trials, warmup, channel,
-//        poison_bytes, memory_cap_bytes|null, kernel_names, extensions_dir, timeout_s, cpu_seconds,
-//        threads, timing_iters, min_iters, precision, budget_ms, keep_sets_bytes, lock_path}
+//        poison_bytes, memory_cap_bytes|null, kernel_names, extensions_dir, timeout_s,
+//        forward_limit_s|null (one forward call's limit, past which the child is killed as hung),
+//        cpu_seconds, threads, timing_iters, min_iters, precision, budget_ms, keep_sets_bytes,
+//        lock_path}
 //     -> {checks, launches, library_ops, all_ops, custom_fraction, share_source, timing, stopped,
-//         stages, memory: {peak_bytes, cap_bytes, tried_bytes}, sandbox, log, job_dir}; a failed run
+//         stages (with child: {job_index, retired: why the child ran no more jobs|null}),
+//         memory: {peak_bytes, cap_bytes, tried_bytes}, sandbox, log, job_dir}; a failed run
 //         is ok: false with kind (the verdict status it maps to), reason, check?, cuda_error,
 //         memory_error, retry?; a child that died without a result adds crashed: true
 //

@@ -53,10 +53,34 @@ TEST(ResultsSummary, TheCeilingComesFromWhatTheJobsConsumed) {
     const auto s = kz::summarize_results(path.string());
     std::filesystem::remove(path);
     const auto c = s.ceiling(16);
+    EXPECT_EQ(s.children.fresh, 0);                 // these verdicts do not say which child ran them
     EXPECT_DOUBLE_EQ(c.cpu_s_per_job, 1.5);         // (2 + 1) s over 2 jobs
     EXPECT_DOUBLE_EQ(c.cpu_jobs_per_min, 640.0);    // 16 cores x 60 s / 1.5 s
     EXPECT_DOUBLE_EQ(c.exclusive_s_per_job, 0.05);  // one job held the device, one was never timed
     EXPECT_DOUBLE_EQ(c.device_jobs_per_min, 1200.0);
+}
+
+TEST(ResultsSummary, CountsFreshAndReusedChildrenAndWhyChildrenRetired) {
+    const auto path = std::filesystem::temp_directory_path() / "kz_results_children_test.jsonl";
+    {
+        std::ofstream f(path);
+        f << R"({"id":"a","status":"correct","stages":{"candidate":{"child":{"job_index":0,"retired":null}}}})"
+          << "\n"
+          << R"({"id":"b","status":"correct","stages":{"candidate":{"child":{"job_index":1,"retired":"torch setting x changed"}}}})"
+          << "\n"
+          << R"({"id":"c","status":"runtime_error","stages":{"candidate":{"child":{"job_index":3,"retired":"torch setting x changed"}}}})"
+          << "\n"
+          << R"({"id":"d","status":"timeout","stages":{"candidate":{}}})"
+          << "\n";
+    }
+    const auto s = kz::summarize_results(path.string());
+    std::filesystem::remove(path);
+    EXPECT_EQ(s.children.fresh, 1);
+    EXPECT_EQ(s.children.reused, 2);
+    EXPECT_EQ(s.children.retired.at("torch setting x changed"), 2);
+    EXPECT_EQ(s.stages.count("candidate.child.job_index"), 0u);  // not seconds
+    EXPECT_EQ(s.children_line(),
+              "1 jobs in a fresh child, 2 in a reused one; retired after: torch setting x changed (2)");
 }
 
 }  // namespace
