@@ -187,7 +187,7 @@ class Timing(unittest.TestCase):
         sets = [[torch.zeros(4)], [torch.ones(4)], [torch.full((4,), 2.0)]]
         timing, last = harness.time_callable(fn, sets, "cpu", 100, warmup=1, min_iters=4, budget_ms=1e-9)
         self.assertEqual(timing["host_ms"]["n"], 4)  # the budget is spent at once: the floor decides
-        self.assertEqual(len(calls), 1 + 4 + 3)     # warm-up, timed, one untimed call per set
+        self.assertEqual(len(calls), 1 + 4 + 6)     # warm-up, timed, two untimed calls per set
         self.assertEqual([float(o[0]) for o in last], [1.0, 2.0, 3.0])
         timing, _ = harness.time_callable(fn, sets, "cpu", 6, warmup=0)
         self.assertEqual(timing["host_ms"]["n"], 6)
@@ -207,6 +207,31 @@ class Timing(unittest.TestCase):
             raise Stop()
         with self.assertRaises(Stop):
             harness.time_callable(lambda x: x, sets, "cpu", 3, warmup=0, keep=stop)
+
+    def test_a_forward_that_caches_at_the_loops_pace_is_compared_on_another_sets_answer(self):
+        # adversarial/timing_loop_detect: called again within 5 ms of its last return, it returns
+        # that call's output. The kept outputs are sent to the reference (slow: the sleep), so the
+        # call after a send is real, and the kept one straight after it would be stale.
+        state = {"out": None, "returned": -1.0}
+
+        def fn(x):
+            if state["out"] is not None and time.perf_counter() - state["returned"] < 0.005:
+                state["returned"] = time.perf_counter()
+                return state["out"]
+            state["out"] = x * 2
+            state["returned"] = time.perf_counter()
+            return state["out"]
+
+        def send(m, out):
+            kept.append((m, float(out[0])))
+            time.sleep(0.02)
+        for iters in range(3, 7):  # whatever the loop's length, some set gets another's answer
+            kept = []
+            sets = [[torch.zeros(2)], [torch.ones(2)], [torch.full((2,), 2.0)]]
+            harness.time_callable(fn, sets, "cpu", iters, warmup=1, keep=send)
+            self.assertEqual(sorted(m for m, _ in kept), [0, 1, 2])
+            wrong = [(m, v) for m, v in kept if v != 2.0 * m]
+            self.assertGreaterEqual(len(wrong), 2, kept)
 
     def test_a_probe_runs_only_on_cuda(self):
         probed = []

@@ -411,9 +411,11 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     stream's end event has completed, how long a device-wide synchronise still waits, beyond what a
     synchronise with nothing to wait for costs the harness at that moment.
 
-    The last iteration on each input set is one of these untimed ones (at least M of them run). With
-    `keep`, keep(m, output) is called for it outside the lock (what it raises ends the loop) and nothing is
-    returned for it; otherwise last_outputs[m] holds it. `host_ms` is the host's time in the call (on
+    Each input set's output is taken from one of these untimed ones, run straight after one on
+    another set (so at least 2M run): a forward that returns a cached result when called at the
+    loop's pace returns another set's. With `keep`, keep(m, output) is called for it outside the lock
+    (what it raises ends the loop) and nothing is returned for it; otherwise last_outputs[m] holds
+    it. `host_ms` is the host's time in the call (on
     CUDA: enqueueing, not waiting).
 
     `probe(inputs, queue_ahead_cycles) -> (value, enqueue_ms)` (CUDA only) is one more measurement that
@@ -442,7 +444,8 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
             cycles_per_ms = _cycles_per_ms(dev)
     if not is_cuda:
         checks = 0
-    tail = max(checks, m_sets)  # untimed iterations; the last m_sets of them give the kept outputs
+    # Untimed iterations: `checks`, and at least one kept per input set, each after one on another set.
+    tail = max(checks, 2 * m_sets if m_sets >= 2 else m_sets)
     min_iters = min(int(min_iters), iters) if min_iters else iters
     event_ms, host_ms, outside_ms, spin_ms = [], [], [], []
     host_bound = 0
@@ -450,10 +453,11 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     last = [None] * m_sets
     j = 0  # iterations so far: the input set and buffer of the next
 
-    def refill():
-        """The next iteration's buffer, holding the next input set: (set index, buffer)."""
+    def refill(s=None):
+        """The next iteration's buffer, holding input set `s` (default: the next in turn): (set
+        index, buffer)."""
         nonlocal j
-        s = j % m_sets
+        s = j % m_sets if s is None else s
         buf = bufs[j % buffers]
         j += 1
         src, sx = get(s), None
@@ -463,9 +467,9 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
         del src, sx  # a set made again for this iteration is not held through forward
         return s, buf
 
-    def one(timed, measure_outside):
+    def one(timed, measure_outside, s=None):
         nonlocal longest_enqueue_ms, host_bound
-        s, buf = refill()
+        s, buf = refill(s)
         if not is_cuda:
             h0 = time.perf_counter()
             out = fn(*buf)
@@ -533,14 +537,24 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
                 probed, enqueue = probe(buf, int(ahead * cycles_per_ms))
                 if enqueue > ahead and ahead < MAX_SPIN_MS:
                     probed, enqueue = probe(buf, int(MAX_SPIN_MS * cycles_per_ms))
-        # The untimed iterations in one shared hold; the last m_sets each in its own, since
-        # keep (a send to the reference) waits on another process and must not hold the lock.
+        # The untimed iterations in one shared hold, then one per input set whose output is kept:
+        # keep (a send to the reference) waits on another process, outside the lock. Each kept
+        # iteration comes straight after one on another set, in the same hold, as a timed one does:
+        # a forward that tells the timing loop by its pace and returns its previous output there
+        # hands back another set's answer.
+        pairs = m_sets >= 2
+        kept_from = tail - (2 * m_sets if pairs else m_sets)
         with device_lock.hold(lock_path, exclusive=False):
-            for k in range(tail - m_sets):
+            for k in range(kept_from):
                 one(False, k < checks)
-        for k in range(tail - m_sets, tail):
+        k = kept_from
+        for s in range(m_sets):
             with device_lock.hold(lock_path, exclusive=False):
-                s, out = one(False, k < checks)
+                if pairs:
+                    one(False, k < checks, (s - 1) % m_sets)
+                    k += 1
+                s, out = one(False, k < checks, s)
+                k += 1
             if keep is not None:
                 keep(s, out)
             else:
