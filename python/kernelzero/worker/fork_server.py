@@ -231,6 +231,9 @@ def _run_one(req, env, device, recorder, result_fd):
                   "cuda_error": harness.is_cuda_error(e), "memory_error": harness.is_memory_error(e),
                   "trace": traceback.format_exc()[-2000:]}
     faulthandler.cancel_dump_traceback_later()
+    # What the recorder kept of the job goes before its memory is freed: a launch error's traceback
+    # holds the job's frames, and through them its model.
+    recorder.begin_job()
     if torch.device(device).type == "cuda":
         result["memory"] = {"peak_bytes": torch.cuda.max_memory_reserved(device), "cap_bytes": cap,
                             "tried_bytes": _tried_bytes(result.get("reason") or "")}
