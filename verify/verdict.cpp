@@ -149,21 +149,11 @@ std::string truncate(const std::string& s, size_t n) {
     return s.size() <= n ? s : s.substr(0, n) + "\n[... truncated]";
 }
 
-}  // namespace
+// Each stage of assemble_verdict reads the replies and fills the verdict; one that decides it
+// returns true, and the verdict is complete.
 
-Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
-    Verdict v;
-    v.device = r.device;
-    v.backend = r.backend;
-    v.stages = r.stages;
-    v.memory = r.memory;
-    if (v.memory.is_object() && r.run.is_object() && r.run.contains("memory")) v.memory["candidate"] = r.run["memory"];
-    if (r.run.is_object() && r.run.contains("stages") && r.run["stages"].is_object())
-        v.stages["candidate"] = r.run["stages"];
-    const bool on_cpu = r.device.rfind("cpu", 0) == 0;
-    const json& c = r.compile;
-
-    // 1. Static checks and the ahead-of-time build.
+// 1. Static checks and the ahead-of-time build.
+bool judge_static(Verdict& v, const json& c, const AssemblyPolicy& policy) {
     if (c.is_object() && c.contains("checks") && c["checks"].is_object()) {
         for (auto& [k, val] : c["checks"].items()) v.checks[k] = val.get<std::string>();
         v.compile_s += c.value("compile_s", 0.0);
@@ -174,7 +164,7 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     if (v.checks["syntax"] == "fail" || v.checks["defines_model_new"] == "fail") {
         v.status = Status::format_error;
         v.reason = static_reasons;
-        return v;
+        return true;
     }
     if (auto ck = v.checks.find("custom_kernel");
         !policy.require_custom_kernel && ck != v.checks.end() && ck->second == "fail")
@@ -183,25 +173,27 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         if (val == "fail") {
             v.status = Status::rejected;
             v.reason = static_reasons;
-            return v;
+            return true;
         }
     }
     if (c.is_object() && c.contains("compile_error") && c["compile_error"].is_string()) {
         v.status = Status::compile_error;
         v.reason = "the kernels do not compile";
         v.log = truncate(c["compile_error"].get<std::string>(), 8000);
-        return v;
+        return true;
     }
+    return false;
+}
 
-    // 2. The candidate run. Failures on the reference side (the task itself, its memory, the
-    // channel) are the verifier's, whatever the child said.
-    const json& run = r.run;
+// 2. The candidate run. Failures on the reference side (the task itself, its memory, the channel)
+// are the verifier's, whatever the child said.
+bool judge_run(Verdict& v, const json& run, const json& cmp) {
     if (!run.is_object()) {
         v.status = Status::infra_error;
         v.reason = "no result from the candidate worker";
-        return v;
+        return true;
     }
-    const json& cmp = r.compare;
+    v.log = truncate(run.value("log", std::string()), 4000);
     if (cmp.is_object()) {
         for (const auto& [key, what] : {std::pair<const char*, const char*>{"task_error", "the task is broken: "},
                                         {"memory_failure", ""},
@@ -209,12 +201,10 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
             if (cmp.contains(key) && cmp[key].is_string()) {
                 v.status = Status::infra_error;
                 v.reason = what + cmp[key].get<std::string>();
-                v.log = truncate(run.value("log", std::string()), 4000);
-                return v;
+                return true;
             }
         }
     }
-    v.log = truncate(run.value("log", std::string()), 4000);
     if (auto cs = num(run, "compile_s")) v.compile_s += *cs;
     if (run.contains("checks") && run["checks"].is_object())
         for (auto& [k, val] : run["checks"].items()) v.checks[k] = val.get<std::string>();
@@ -227,14 +217,21 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.reason = run.value("reason", std::string("the candidate failed"));
         if (run.contains("check") && run["check"].is_string()) v.checks[run["check"].get<std::string>()] = "fail";
         if (run.value("cuda_error", false)) v.reason += " [CUDA error: its process was discarded]";
-        return v;
+        return true;
     }
+    return false;
+}
 
-    // 3. Dynamic anti-hack checks.
+// 3. Dynamic anti-hack checks of a run that completed: the first rejection found, or "".
+std::string judge_dynamic(Verdict& v, const json& run, const json& c, const json& timing, const AssemblyPolicy& policy,
+                          bool on_cpu) {
+    std::string rejection;
+    auto reject = [&](const std::string& why) {
+        if (rejection.empty()) rejection = why;
+    };
     const int launches = run.value("launches", 0);
     std::optional<double> share = on_cpu ? num(run, "cpu_custom_fraction") : num(run, "custom_fraction");
     v.custom_kernel_time_fraction = share;
-    std::string rejection;
     const bool launched = launches > 0 || (!on_cpu && share && *share > 0);
     // Kernels launched from C++ (load_inline) are seen only by the profiler's measurement after the
     // trials: a run the reference stopped before it (a wrong output) leaves that question open.
@@ -245,7 +242,7 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
                                          : (policy.require_custom_kernel && !unanswered) ? "fail"
                                                                                          : "skip";
     if (!launched && !unanswered && policy.require_custom_kernel)
-        rejection = "forward launched none of the candidate's own kernels";
+        reject("forward launched none of the candidate's own kernels");
 
     std::set<std::string> declared;
     if (c.is_object() && c.contains("library_ops"))
@@ -258,9 +255,8 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.checks["library_ops"] = "skip";
     } else if (!undeclared.empty()) {
         v.checks["library_ops"] = "fail";
-        if (rejection.empty())
-            rejection = "forward computes with torch library operators (" + undeclared +
-                        "); the strict policy allows only allocation and layout operators";
+        reject("forward computes with torch library operators (" + undeclared +
+               "); the strict policy allows only allocation and layout operators");
     } else {
         v.checks["library_ops"] = "pass";
     }
@@ -270,15 +266,13 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     if (policy.strict && !on_cpu && share && launched) {
         bool ok = *share >= policy.min_kernel_share;
         v.checks["kernel_time_share"] = ok ? "pass" : "fail";
-        if (!ok && rejection.empty())
-            rejection = "only " + std::to_string(static_cast<int>(*share * 100)) +
-                        "% of GPU time is spent in the candidate's own kernels";
+        if (!ok)
+            reject("only " + std::to_string(static_cast<int>(*share * 100)) +
+                   "% of GPU time is spent in the candidate's own kernels");
     } else {
         v.checks["kernel_time_share"] = "skip";
     }
 
-    // A run the reference stopped was never timed.
-    const json timing = run.contains("timing") && run["timing"].is_object() ? run["timing"] : json::object();
     // Measured in the check iterations (run without the spin): once the timed stream's end event has
     // completed, a device-wide synchronise that still waits (beyond the harness's own, measured
     // alongside) waits for other streams. Honest forwards leave nothing there; the bound allows
@@ -288,22 +282,28 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     if (ev && outside) {
         bool ok = outside->median <= 2.0 * ev->median + kOutsideStreamSlackMs;
         v.checks["timing_consistency"] = ok ? "pass" : "fail";
-        if (!ok && rejection.empty())
-            rejection = "after forward returned, the device kept working " + std::to_string(outside->median) +
-                        " ms while CUDA events on the current stream measured " + std::to_string(ev->median) +
-                        " ms: work runs outside the timed stream";
+        if (!ok)
+            reject("after forward returned, the device kept working " + std::to_string(outside->median) +
+                   " ms while CUDA events on the current stream measured " + std::to_string(ev->median) +
+                   " ms: work runs outside the timed stream");
     } else {
         v.checks["timing_consistency"] = "skip";
     }
+    return rejection;
+}
 
-    // 4. Correctness, from the reference side: each output as the child sent it. A run the reference
-    // stopped (its output was wrong, or its kernels decoys: the reference says which) has the later
-    // slots empty; a child that stopped without being told has them missing.
-    if (!cmp.is_object()) {
-        v.status = Status::infra_error;
-        v.reason = "no comparison from the reference worker";
-        return v;
-    }
+// What the comparisons say: the first wrong output, and the first slot that is missing though
+// nothing stopped the run.
+struct Comparisons {
+    std::string incorrect, missing;
+};
+
+// 4. Correctness, from the reference side: each output as the child sent it. A run the reference
+// stopped (its output was wrong, or its kernels decoys: the reference says which) has the later
+// slots empty; a child that stopped without being told has them missing. A decoy found adds to
+// `rejection` when it is still empty.
+Comparisons judge_outputs(Verdict& v, const json& cmp, std::string& rejection) {
+    Comparisons out;
     const bool stopped = cmp.contains("decided") && cmp["decided"].is_string();
     if (cmp.contains("ablation_matches") && cmp["ablation_matches"].is_boolean()) {
         bool matches = cmp["ablation_matches"].get<bool>();
@@ -314,19 +314,19 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
         v.checks["kernel_ablation"] = "skip";
     }
 
-    std::string incorrect, missing;
     bool meta_ok = true, meta_seen = false;
     // One slot's comparison: counts its outcome; returns whether it is present.
     auto judge = [&](const json& res, const std::string& label, const std::string& prefix) {
         if (!res.is_object()) {
-            if (!stopped && missing.empty()) missing = label;
+            if (!stopped && out.missing.empty()) out.missing = label;
             return false;
         }
         if (res.contains("meta")) {
             meta_seen = true;
             meta_ok = meta_ok && res.value("meta", true);
         }
-        if (!res.value("ok", false) && incorrect.empty()) incorrect = prefix + res.value("reason", std::string());
+        if (!res.value("ok", false) && out.incorrect.empty())
+            out.incorrect = prefix + res.value("reason", std::string());
         return true;
     };
     const json& trials = cmp.value("trials", json::array());
@@ -364,32 +364,62 @@ Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
     else
         v.checks["recheck_after_timing"] = "skip";
     if (meta_seen) v.checks["output_meta"] = meta_ok ? "pass" : "fail";
-    if (!missing.empty() && incorrect.empty() && rejection.empty()) {
-        v.status = Status::infra_error;
-        v.reason = "the reference received no output for " + missing + " from a run that was not stopped";
-        return v;
-    }
+    return out;
+}
 
-    // 5. Timing and speedups.
+// 5. The candidate's runtime and its speedups over the baselines.
+void add_timing(Verdict& v, const json& timing, const json& baseline, bool on_cpu) {
     v.runtime_ms = runtime_of(timing);
     if (v.runtime_ms)
         v.timing_source =
             on_cpu ? "cpu_interpreter" : (stats(timing.value("event_ms", json())) ? "cuda_events" : "host_clock");
-    if (r.baseline.is_object()) {
-        if (auto e = runtime_of(r.baseline.value("eager", json()))) v.ref_eager_ms = e->median;
-        if (auto e = runtime_of(r.baseline.value("compiled", json()))) v.ref_compile_ms = e->median;
+    if (baseline.is_object()) {
+        if (auto e = runtime_of(baseline.value("eager", json()))) v.ref_eager_ms = e->median;
+        if (auto e = runtime_of(baseline.value("compiled", json()))) v.ref_compile_ms = e->median;
     }
     if (v.runtime_ms && v.runtime_ms->median > 0) {
         if (v.ref_eager_ms) v.speedup_eager = *v.ref_eager_ms / v.runtime_ms->median;
         if (v.ref_compile_ms) v.speedup_compile = *v.ref_compile_ms / v.runtime_ms->median;
     }
+}
+
+}  // namespace
+
+Verdict assemble_verdict(const JobReplies& r, const AssemblyPolicy& policy) {
+    Verdict v;
+    v.device = r.device;
+    v.backend = r.backend;
+    v.stages = r.stages;
+    v.memory = r.memory;
+    if (v.memory.is_object() && r.run.is_object() && r.run.contains("memory")) v.memory["candidate"] = r.run["memory"];
+    if (r.run.is_object() && r.run.contains("stages") && r.run["stages"].is_object())
+        v.stages["candidate"] = r.run["stages"];
+    const bool on_cpu = r.device.rfind("cpu", 0) == 0;
+
+    if (judge_static(v, r.compile, policy)) return v;
+    if (judge_run(v, r.run, r.compare)) return v;
+    // A run the reference stopped was never timed.
+    const json timing = r.run.contains("timing") && r.run["timing"].is_object() ? r.run["timing"] : json::object();
+    std::string rejection = judge_dynamic(v, r.run, r.compile, timing, policy, on_cpu);
+    if (!r.compare.is_object()) {
+        v.status = Status::infra_error;
+        v.reason = "no comparison from the reference worker";
+        return v;
+    }
+    const Comparisons outputs = judge_outputs(v, r.compare, rejection);
+    if (!outputs.missing.empty() && outputs.incorrect.empty() && rejection.empty()) {
+        v.status = Status::infra_error;
+        v.reason = "the reference received no output for " + outputs.missing + " from a run that was not stopped";
+        return v;
+    }
+    add_timing(v, timing, r.baseline, on_cpu);
 
     if (!rejection.empty()) {
         v.status = Status::rejected;
         v.reason = rejection;
-    } else if (!incorrect.empty()) {
+    } else if (!outputs.incorrect.empty()) {
         v.status = Status::incorrect;
-        v.reason = incorrect;
+        v.reason = outputs.incorrect;
     } else {
         v.status = Status::correct;
         v.reason = "correct on " + std::to_string(v.trials_run) + " trials, after timing, and on the timed iterations";
