@@ -139,29 +139,41 @@ class _Constants:
 
 def check_source(source: str, backend: str) -> Report:
     rep = Report()
-    try:
-        tree = ast.parse(source, filename="candidate.py")
-    except SyntaxError as e:
-        rep.checks = {name: "skip" for name in STATIC_CHECKS}
-        rep.checks["syntax"] = "fail"
-        rep.reasons.append(f"syntax: candidate is not valid Python: {e.msg} (line {e.lineno})")
+    tree = _parse(source, rep)
+    if tree is None:
         return rep
-    except (ValueError, RecursionError) as e:
-        rep.checks = {name: "skip" for name in STATIC_CHECKS}
-        rep.checks["syntax"] = "fail"
-        rep.reasons.append(f"syntax: candidate cannot be parsed: {e}")
-        return rep
-
     consts = _Constants(tree)
-    aliases = {name: name for name in ("open", "exit", "quit", "__builtins__", "__import__")}
     # Builtin names count only while the candidate does not define its own.
     defined = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    for name in list(aliases):
-        if name in defined:
-            aliases.pop(name)
+    aliases = _imports_and_aliases(tree, defined, rep)  # first: every later rule sees the aliases
+    _find_triton_kernels(tree, aliases, rep)
+    _check_names(tree, aliases, rep)
+    builds_cuda = _check_calls(tree, aliases, defined, consts, rep)
+    _check_try(tree, rep)
+    _check_assignments(tree, aliases, rep)
+    _check_model_and_kernels(tree, backend, consts, builds_cuda, rep)
+    return rep
 
-    # Imports first, so that every later rule sees the aliases.
+
+def _parse(source, rep):
+    """The candidate's syntax tree, or None with the syntax check failed in `rep`."""
+    try:
+        return ast.parse(source, filename="candidate.py")
+    except SyntaxError as e:
+        why = f"syntax: candidate is not valid Python: {e.msg} (line {e.lineno})"
+    except (ValueError, RecursionError) as e:
+        why = f"syntax: candidate cannot be parsed: {e}"
+    rep.checks = {name: "skip" for name in STATIC_CHECKS}
+    rep.checks["syntax"] = "fail"
+    rep.reasons.append(why)
+    return None
+
+
+def _imports_and_aliases(tree, defined, rep):
+    """Checks the imports; returns every name bound to something reached from an import (or a
+    builtin the rules watch), mapped to its dotted path."""
+    aliases = {name: name for name in ("open", "exit", "quit", "__builtins__", "__import__") if name not in defined}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -196,8 +208,10 @@ def check_source(source: str, backend: str) -> Report:
                     for t in node.targets:
                         if isinstance(t, ast.Name) and t.id not in aliases:
                             aliases[t.id] = path
+    return aliases
 
-    jit_names = set()
+
+def _find_triton_kernels(tree, aliases, rep):
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             for d in node.decorator_list:
@@ -206,30 +220,33 @@ def check_source(source: str, backend: str) -> Report:
                 if path in ("triton.jit", "triton.runtime.jit.jit") or path.startswith("triton.autotune") \
                         or path.startswith("triton.heuristics"):
                     if path.endswith("jit"):
-                        jit_names.add(node.name)
+                        rep.kernel_names.add(node.name)
                     rep.triton_kernels.add(node.name)
-    rep.kernel_names |= jit_names
 
-    def classify_path(path, node):
-        if path in PROCESS_PATHS or path.startswith(PROCESS_PREFIXES) or path in PROCESS_BUILTINS:
-            rep.fail("process_control", node, f"uses {path}")
-        elif path in ENV_PATHS:
-            rep.fail("environment", node, f"uses {path}")
-        elif path in FILE_PATHS or path == "open":
-            rep.fail("file_io", node, f"uses {path}")
-        elif path.startswith("sys.") and path not in SYS_ALLOWED:
-            rep.fail("introspection", node, f"uses {path}")
-        elif path in ("__builtins__", "__import__"):
-            rep.fail("forbidden_calls" if path == "__import__" else "introspection", node, f"uses {path}")
-        elif any(path == p or path.startswith(p + ".") for p in STREAM_PATHS):
-            rep.fail("threads_and_streams", node, f"uses {path}")
-        elif any(path == p or path.startswith(p + ".") for p in INTROSPECTION_PATHS):
-            rep.fail("introspection", node, f"uses {path} (harness internals)")
-        elif path.startswith("kernelzero.") and path not in KZC_ALLOWED and path != "kernelzero.cuda":
-            rep.fail("introspection", node, f"uses {path}: only kernelzero.cuda.compile is for candidates")
-        elif path.startswith("contextlib.suppress"):
-            rep.fail("exception_handling", node, "uses contextlib.suppress")
 
+def _classify_path(path, node, rep):
+    if path in PROCESS_PATHS or path.startswith(PROCESS_PREFIXES) or path in PROCESS_BUILTINS:
+        rep.fail("process_control", node, f"uses {path}")
+    elif path in ENV_PATHS:
+        rep.fail("environment", node, f"uses {path}")
+    elif path in FILE_PATHS or path == "open":
+        rep.fail("file_io", node, f"uses {path}")
+    elif path.startswith("sys.") and path not in SYS_ALLOWED:
+        rep.fail("introspection", node, f"uses {path}")
+    elif path in ("__builtins__", "__import__"):
+        rep.fail("forbidden_calls" if path == "__import__" else "introspection", node, f"uses {path}")
+    elif any(path == p or path.startswith(p + ".") for p in STREAM_PATHS):
+        rep.fail("threads_and_streams", node, f"uses {path}")
+    elif any(path == p or path.startswith(p + ".") for p in INTROSPECTION_PATHS):
+        rep.fail("introspection", node, f"uses {path} (harness internals)")
+    elif path.startswith("kernelzero.") and path not in KZC_ALLOWED and path != "kernelzero.cuda":
+        rep.fail("introspection", node, f"uses {path}: only kernelzero.cuda.compile is for candidates")
+    elif path.startswith("contextlib.suppress"):
+        rep.fail("exception_handling", node, "uses contextlib.suppress")
+
+
+def _check_names(tree, aliases, rep):
+    """What names and attribute chains reach: processes, environment, files, harness internals."""
     # Attribute chains are classified at their outermost node only.
     inner = set()
     for node in ast.walk(tree):
@@ -248,7 +265,7 @@ def check_source(source: str, backend: str) -> Report:
                     parts = path.split(".")
                     for i in range(len(parts), 0, -1):
                         before = len(rep.reasons)
-                        classify_path(".".join(parts[:i]), node)
+                        _classify_path(".".join(parts[:i]), node, rep)
                         if len(rep.reasons) != before:
                             break
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -256,52 +273,62 @@ def check_source(source: str, backend: str) -> Report:
                     "open", "exit", "quit", "__builtins__", "__import__"):
                 path = aliases.get(node.id)
                 if path:
-                    classify_path(path, node)
+                    _classify_path(path, node, rep)
 
-    builds_cuda = False  # a kernelzero.cuda.compile or load_inline call anywhere
+
+def _check_calls(tree, aliases, defined, consts, rep):
+    """Forbidden builtin calls and computed getattr; records the CUDA sources built ahead of time.
+    Returns whether anything calls kernelzero.cuda.compile or load_inline."""
+    builds_cuda = False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            if isinstance(f, ast.Name) and f.id not in defined:
-                if f.id in FORBIDDEN_BUILTIN_CALLS:
-                    rep.fail("forbidden_calls", node, f"calls {f.id}()")
-                if f.id == "getattr" and len(node.args) >= 2:
-                    name = consts.resolve(node.args[1])
-                    if not isinstance(name, str):
-                        rep.fail("forbidden_calls", node, "getattr with a computed attribute name")
-                    elif name in DANGEROUS_ATTRS or name.startswith("__"):
-                        rep.fail("introspection", node, f"getattr(..., {name!r})")
-            path = _dotted(f, aliases) or ""
-            is_nvrtc = path == "kernelzero.cuda.compile"
-            is_inline = path.endswith("cpp_extension.load_inline") or path == "load_inline"
-            builds_cuda = builds_cuda or is_nvrtc or is_inline
-            if is_nvrtc:
-                src = consts.resolve(node.args[0]) if node.args else None
-                opts_node = node.args[1] if len(node.args) > 1 else next(
-                    (k.value for k in node.keywords if k.arg == "options"), None)
-                opts = consts.resolve(opts_node) if opts_node is not None else []
-                if isinstance(src, str) and isinstance(opts, list) and all(isinstance(o, str) for o in opts):
-                    rep.nvrtc_sources.append({"source": src, "options": opts})
-            if is_inline:
-                kwargs = {}
-                ok = not node.args
-                for k in node.keywords:
-                    v = consts.resolve(k.value) if k.arg else None
-                    if v is None:
-                        ok = False
-                        break
-                    kwargs[k.arg] = v
-                if ok and "name" in kwargs:
-                    rep.inline_builds.append(kwargs)
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id not in defined:
+            if f.id in FORBIDDEN_BUILTIN_CALLS:
+                rep.fail("forbidden_calls", node, f"calls {f.id}()")
+            if f.id == "getattr" and len(node.args) >= 2:
+                name = consts.resolve(node.args[1])
+                if not isinstance(name, str):
+                    rep.fail("forbidden_calls", node, "getattr with a computed attribute name")
+                elif name in DANGEROUS_ATTRS or name.startswith("__"):
+                    rep.fail("introspection", node, f"getattr(..., {name!r})")
+        path = _dotted(f, aliases) or ""
+        is_nvrtc = path == "kernelzero.cuda.compile"
+        is_inline = path.endswith("cpp_extension.load_inline") or path == "load_inline"
+        builds_cuda = builds_cuda or is_nvrtc or is_inline
+        if is_nvrtc:
+            src = consts.resolve(node.args[0]) if node.args else None
+            opts_node = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "options"), None)
+            opts = consts.resolve(opts_node) if opts_node is not None else []
+            if isinstance(src, str) and isinstance(opts, list) and all(isinstance(o, str) for o in opts):
+                rep.nvrtc_sources.append({"source": src, "options": opts})
+        if is_inline:
+            kwargs = {}
+            ok = not node.args
+            for k in node.keywords:
+                v = consts.resolve(k.value) if k.arg else None
+                if v is None:
+                    ok = False
+                    break
+                kwargs[k.arg] = v
+            if ok and "name" in kwargs:
+                rep.inline_builds.append(kwargs)
+    return builds_cuda
 
-    # try/except: allowed only at module level around imports (optional dependencies).
+
+def _check_try(tree, rep):
+    """try/except: allowed only at module level around imports (optional dependencies)."""
     for node in ast.walk(tree):
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
             only_imports = node in tree.body and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in node.body)
             if not only_imports:
                 rep.fail("exception_handling", node, "try/except can hide a failing kernel behind a fallback")
 
-    # Assignments into imported modules (and anything reached from them) or into Model.
+
+def _check_assignments(tree, aliases, rep):
+    """Assignments into imported modules (and anything reached from them) or into Model."""
     def check_target(t, node):
         if isinstance(t, (ast.Tuple, ast.List)):
             for e in t.elts:
@@ -320,18 +347,15 @@ def check_source(source: str, backend: str) -> Report:
             rep.fail("model_tampering", node, "rebinds Model")
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
+        if isinstance(node, (ast.Assign, ast.Delete)):
             for t in node.targets:
                 check_target(t, node)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             check_target(node.target, node)
-        elif isinstance(node, ast.Delete):
-            for t in node.targets:
-                check_target(t, node)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            pass
 
-    # ModelNew, kernels, declarations.
+
+def _check_model_and_kernels(tree, backend, consts, builds_cuda, rep):
+    """ModelNew, the kernels the backend needs, and the declared library operators."""
     if not any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body):
         rep.fail("defines_model_new", tree, "no module-level class ModelNew")
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
@@ -356,4 +380,3 @@ def check_source(source: str, backend: str) -> Report:
         if not (builds_cuda and has_global):
             rep.fail("custom_kernel", tree, "backend cuda needs __global__ kernels built with "
                                             "kernelzero.cuda.compile or load_inline")
-    return rep
