@@ -209,78 +209,112 @@ def _cap_mib(req):
     return int(req.get("memory_cap_bytes") or 0) >> 20
 
 
+# The checks after format, in the order they run; a validation that ends early skips those left.
+_AFTER_FORMAT = ("runs", "compile", "deterministic", "no_randomness", "non_degenerate", "input_dependent",
+                 "runtime_band", "memory_band")
+
+
+class _Ended(Exception):
+    """A check decided the validation; the checks not run are skipped."""
+
+
 def _validate(req, work, module_name):
-    device = torch.device(req.get("device", "cpu"))
-    _cap_memory(device, req.get("memory_cap_bytes"))
-    apis = req.get("apis") or []
-    checks, reasons, info = {}, {}, {}
-    result = {"ok": True, "checks": checks, "reasons": reasons, "info": info}
-
-    def fail(name, why):
-        checks[name] = "fail"
-        reasons[name] = why
-
-    def skip_rest(*names):
-        for n in names:
-            checks.setdefault(n, "skip")
-        return result
-
-    rest = ("runs", "compile", "deterministic", "no_randomness", "non_degenerate", "input_dependent",
-            "runtime_band", "memory_band")
-    source = req["source"]
-    # format: parses, defines the three names; uses_api_set is static and needs only the parse.
+    v = _Validation(req)
     try:
-        tree = ast.parse(source)
-    except SyntaxError as e:
-        fail("format", f"syntax error: {e}")
-        return skip_rest("uses_api_set", *rest)
-    names, methods = _references(tree)
-    missing = [a["name"] for a in apis if not _uses(a, names, methods)]
-    if not apis:
-        checks["uses_api_set"] = "skip"
-    elif missing:
-        fail("uses_api_set", "the module does not use " + ", ".join(missing))
-    else:
-        checks["uses_api_set"] = "pass"
-    top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    absent = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in top]
-    if absent:
-        fail("format", "the module defines no " + ", ".join(absent))
-        return skip_rest(*rest)
-    max_mb = float(req.get("max_memory_mb", 4096))
-    try:
-        mod = harness.load_module(source, module_name, work)
-        if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
-            raise TypeError("Model is not a torch.nn.Module subclass")
-        declared_mb, meta_model, meta_inputs = _declared(mod) or (None, None, None)
-        if declared_mb is not None and declared_mb > max_mb:
-            info["memory_mb"] = declared_mb
-            fail("memory_band",
-                 f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, more than {max_mb}")
-            return skip_rest("format", *rest)
-        harness.init_inputs(mod, 0)
-        inputs = meta_inputs if meta_inputs is not None else harness.make_inputs(mod, 1, "cpu")
-        if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
-            raise TypeError("get_inputs() must return a non-empty list of tensors")
-        sig = inspect.signature(mod.Model.forward)
-        params = [p for p in sig.parameters.values() if p.name != "self"]
-        if not any(p.kind == p.VAR_POSITIONAL for p in params) and len(params) != len(inputs):
-            raise TypeError(f"forward takes {len(params)} inputs, get_inputs() returns {len(inputs)}")
-        checks["format"] = "pass"
-    except BaseException as e:  # noqa: BLE001 - a broken module is a verdict, not a crash
-        fail("format", harness.describe_exception(e))
-        return skip_rest(*rest)
+        v.format(work, module_name)
+        v.memory_probe()
+        v.first_run()
+        v.repeat_runs()
+        v.non_degenerate()
+        v.input_dependent()
+        v.runtime_band()
+        v.compile()
+    except _Ended:
+        pass
+    return v.result
 
-    made = {}  # seed -> inputs as get_inputs made them on the CPU, kept for a later run on that seed
 
-    def run(seed_model, seed_inputs, reseed=None, remake=True):
+class _Validation:
+    """One module's checks, run in order over its eager runs; `result` holds what they found."""
+
+    def __init__(self, req):
+        self.req = req
+        self.device = torch.device(req.get("device", "cpu"))
+        _cap_memory(self.device, req.get("memory_cap_bytes"))
+        self.checks, self.reasons, self.info = {}, {}, {}
+        self.result = {"ok": True, "checks": self.checks, "reasons": self.reasons, "info": self.info}
+        self.max_mb = float(req.get("max_memory_mb", 4096))
+        self.made = {}  # seed -> inputs as get_inputs made them on the CPU, kept for a later run on that seed
+        self.mod = self.tree = self.meta_model = self.meta_inputs = None
+        self.out = self.model = self.xs = None
+        self.base_mem = 0
+
+    def fail(self, name, why):
+        self.checks[name] = "fail"
+        self.reasons[name] = why
+
+    def end(self, *skipped):
+        """Ends the validation here, the named checks skipped unless already decided."""
+        for n in skipped:
+            self.checks.setdefault(n, "skip")
+        raise _Ended()
+
+    def format(self, work, module_name):
+        """Parses, defines the three names, imports, and its inputs fit forward; uses_api_set is static
+        and needs only the parse."""
+        apis = self.req.get("apis") or []
+        try:
+            self.tree = ast.parse(self.req["source"])
+        except SyntaxError as e:
+            self.fail("format", f"syntax error: {e}")
+            self.end("uses_api_set", *_AFTER_FORMAT)
+        names, methods = _references(self.tree)
+        missing = [a["name"] for a in apis if not _uses(a, names, methods)]
+        if not apis:
+            self.checks["uses_api_set"] = "skip"
+        elif missing:
+            self.fail("uses_api_set", "the module does not use " + ", ".join(missing))
+        else:
+            self.checks["uses_api_set"] = "pass"
+        top = {n.name for n in self.tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        absent = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in top]
+        if absent:
+            self.fail("format", "the module defines no " + ", ".join(absent))
+            self.end(*_AFTER_FORMAT)
+        try:
+            mod = self.mod = harness.load_module(self.req["source"], module_name, work)
+            if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
+                raise TypeError("Model is not a torch.nn.Module subclass")
+            declared_mb, self.meta_model, self.meta_inputs = _declared(mod) or (None, None, None)
+            if declared_mb is not None and declared_mb > self.max_mb:
+                self.info["memory_mb"] = declared_mb
+                self.fail("memory_band", f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, "
+                                         f"more than {self.max_mb}")
+                self.end("format", *_AFTER_FORMAT)
+            harness.init_inputs(mod, 0)
+            inputs = self.meta_inputs if self.meta_inputs is not None else harness.make_inputs(mod, 1, "cpu")
+            if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+                raise TypeError("get_inputs() must return a non-empty list of tensors")
+            sig = inspect.signature(mod.Model.forward)
+            params = [p for p in sig.parameters.values() if p.name != "self"]
+            if not any(p.kind == p.VAR_POSITIONAL for p in params) and len(params) != len(inputs):
+                raise TypeError(f"forward takes {len(params)} inputs, get_inputs() returns {len(inputs)}")
+            self.checks["format"] = "pass"
+        except _Ended:
+            raise
+        except BaseException as e:  # noqa: BLE001 - a broken module is a verdict, not a crash
+            self.fail("format", harness.describe_exception(e))
+            self.end(*_AFTER_FORMAT)
+
+    def run(self, seed_model, seed_inputs, reseed=None, remake=True):
         """A forward of a freshly built model on a fresh device copy of the seed's inputs (a forward may
         change its inputs in place). remake=False takes the copy from the inputs an earlier run made:
         torch.randn of ~800 MB of inputs takes seconds on a CPU."""
+        mod, device = self.mod, self.device
         model = harness.build(mod.Model, harness.init_inputs(mod, seed_model), seed_model, device)
-        if remake or seed_inputs not in made:
-            made[seed_inputs] = harness.make_inputs(mod, seed_inputs, "cpu")
-        xs = harness.to_device(made[seed_inputs], device, copy=True)
+        if remake or seed_inputs not in self.made:
+            self.made[seed_inputs] = harness.make_inputs(mod, seed_inputs, "cpu")
+        xs = harness.to_device(self.made[seed_inputs], device, copy=True)
         if reseed is not None:
             torch.manual_seed(reseed)
         with torch.no_grad():
@@ -288,124 +322,142 @@ def _validate(req, work, module_name):
         harness.sync(device)
         return out, model, xs
 
-    if device.type == "cuda":
+    def memory_probe(self):
+        """On a GPU, a forward on inputs made there from the meta shapes: a task over the band is
+        turned down before its CPU-seeded inputs exist."""
+        device, max_mb = self.device, self.max_mb
+        if device.type != "cuda":
+            return
         torch.cuda.reset_peak_memory_stats(device)
-        base_mem = torch.cuda.memory_allocated(device)
-        probed = _probe_peak_bytes(meta_model, meta_inputs, device) if meta_model is not None else None
-        meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
-        probed_mb = (probed - base_mem) / 2**20 if probed is not None else None
+        self.base_mem = torch.cuda.memory_allocated(device)
+        probed = (_probe_peak_bytes(self.meta_model, self.meta_inputs, device)
+                  if self.meta_model is not None else None)
+        self.meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
+        probed_mb = (probed - self.base_mem) / 2**20 if probed is not None else None
         if probed_mb == float("inf"):
-            fail("memory_band", f"a forward on inputs made on the GPU runs out of the {_cap_mib(req)} MiB a validation "
-                                f"may hold (band {max_mb} MiB)")
-            return skip_rest(*rest)
+            self.fail("memory_band", f"a forward on inputs made on the GPU runs out of the {_cap_mib(self.req)} MiB "
+                                     f"a validation may hold (band {max_mb} MiB)")
+            self.end(*_AFTER_FORMAT)
         if probed_mb is not None and probed_mb > max_mb:
-            info["memory_mb"] = probed_mb
-            fail("memory_band",
-                 f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
-            return skip_rest(*rest)
+            self.info["memory_mb"] = probed_mb
+            self.fail("memory_band",
+                      f"the task needs {probed_mb:.1f} MiB, more than {max_mb} (a forward on inputs made on the GPU)")
+            self.end(*_AFTER_FORMAT)
         torch.cuda.reset_peak_memory_stats(device)  # what memory_band records is the real run's peak
-    try:
-        out, model, xs = run(0, 1)
-        if not _leaves(out):
-            raise TypeError(f"forward returned {type(out).__name__}, not tensors")
-        checks["runs"] = "pass"
-    except BaseException as e:  # noqa: BLE001
-        if device.type == "cuda" and harness.is_memory_error(e):
-            fail("memory_band", f"the forward runs out of the {_cap_mib(req)} MiB a validation may hold "
-                                f"(band {max_mb} MiB): " + harness.describe_exception(e)[:300])
-            return skip_rest(*rest)
-        fail("runs", "eager forward failed: " + harness.describe_exception(e))
-        return skip_rest(*rest)
-    info["output_meta"] = harness.meta_of(out)
 
-    # What the task needs is one forward's memory: its weights, its inputs and what the forward
-    # allocates, measured here and nowhere later. The checks below hold several runs' outputs at once
-    # (and the timing its cache-flush buffer): the validator's memory, not the task's, which can be
-    # several times the forward's. A module over the band is invalid whatever the other checks give,
-    # and is turned down before four more forwards and the timing (for a module this large, seconds of
-    # a validation round).
-    if device.type == "cuda":
-        peak = (torch.cuda.max_memory_allocated(device) - base_mem) / 2**20
-    else:  # the tensors the task holds: parameters, inputs, outputs
-        peak = _mib(list(model.parameters()) + list(model.buffers()) + list(xs) + _leaves(out))
-    info["memory_mb"] = peak
-    if peak > max_mb:
-        fail("memory_band", f"the task needs {peak:.1f} MiB, more than {max_mb}")
-        return skip_rest(*rest)
-    checks["memory_band"] = "pass"
+    def first_run(self):
+        """runs, and memory_band from its peak."""
+        device, max_mb = self.device, self.max_mb
+        try:
+            self.out, self.model, self.xs = self.run(0, 1)
+            if not _leaves(self.out):
+                raise TypeError(f"forward returned {type(self.out).__name__}, not tensors")
+            self.checks["runs"] = "pass"
+        except BaseException as e:  # noqa: BLE001
+            if device.type == "cuda" and harness.is_memory_error(e):
+                self.fail("memory_band", f"the forward runs out of the {_cap_mib(self.req)} MiB a validation may "
+                                         f"hold (band {max_mb} MiB): " + harness.describe_exception(e)[:300])
+                self.end(*_AFTER_FORMAT)
+            self.fail("runs", "eager forward failed: " + harness.describe_exception(e))
+            self.end(*_AFTER_FORMAT)
+        self.info["output_meta"] = harness.meta_of(self.out)
 
-    out2, _, _ = run(0, 1)
-    if _same(out, out2):
-        checks["deterministic"] = "pass"
-    else:
-        fail("deterministic", "two runs with the same weights and inputs differ")
+        # What the task needs is one forward's memory: its weights, its inputs and what the forward
+        # allocates, measured here and nowhere later. The checks below hold several runs' outputs at
+        # once (and the timing its cache-flush buffer): the validator's memory, not the task's, which
+        # can be several times the forward's. A module over the band is invalid whatever the other
+        # checks give, and is turned down before four more forwards and the timing (for a module this
+        # large, seconds of a validation round).
+        if device.type == "cuda":
+            peak = (torch.cuda.max_memory_allocated(device) - self.base_mem) / 2**20
+        else:  # the tensors the task holds: parameters, inputs, outputs
+            peak = _mib(list(self.model.parameters()) + list(self.model.buffers()) + list(self.xs)
+                        + _leaves(self.out))
+        self.info["memory_mb"] = peak
+        if peak > max_mb:
+            self.fail("memory_band", f"the task needs {peak:.1f} MiB, more than {max_mb}")
+            self.end(*_AFTER_FORMAT)
+        self.checks["memory_band"] = "pass"
 
-    random_call = _forward_randomness(tree)
-    # Run 2 made its inputs again (a get_inputs that is not seeded shows there); this one only needs
-    # the forward under another random state.
-    out3, _, _ = run(0, 1, reseed=12345, remake=False)
-    made.pop(1)
-    if random_call:
-        fail("no_randomness", f"forward calls {random_call}")
-    elif checks["deterministic"] != "pass":
-        checks["no_randomness"] = "skip"  # a run that differs anyway cannot show what the RNG changes
-    elif not _same(out, out3):
-        fail("no_randomness", "forward depends on the random number generator")
-    else:
-        checks["no_randomness"] = "pass"
+    def repeat_runs(self):
+        """deterministic (the same run again) and no_randomness (again under another random state)."""
+        out2, _, _ = self.run(0, 1)
+        if _same(self.out, out2):
+            self.checks["deterministic"] = "pass"
+        else:
+            self.fail("deterministic", "two runs with the same weights and inputs differ")
 
-    leaves = _leaves(out)
-    floats = [t for t in leaves if t.is_floating_point()]
-    bad = None
-    for t in floats:
-        if not torch.isfinite(t).all():
-            bad = "the output holds NaN or Inf"
-            break
-    if bad is None:
-        # Near zero means: the verifier's own comparison would accept an all-zero output.
-        zeros = [torch.zeros_like(t) for t in leaves]
-        if floats and harness.compare(leaves, zeros)["ok"]:
-            scale = max(t.abs().max().item() for t in floats if t.numel()) if any(t.numel() for t in floats) else 0.0
-            bad = f"an all-zero output would pass the verifier's comparison (max |y| = {scale:.3g})"
-        elif all(t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()) for t in leaves):
-            bad = "the output is constant"
-    if bad:
-        fail("non_degenerate", bad)
-    else:
-        checks["non_degenerate"] = "pass"
+        random_call = _forward_randomness(self.tree)
+        # Run 2 made its inputs again (a get_inputs that is not seeded shows there); this one only
+        # needs the forward under another random state.
+        out3, _, _ = self.run(0, 1, reseed=12345, remake=False)
+        self.made.pop(1)
+        if random_call:
+            self.fail("no_randomness", f"forward calls {random_call}")
+        elif self.checks["deterministic"] != "pass":
+            self.checks["no_randomness"] = "skip"  # a run that differs anyway cannot show what the RNG changes
+        elif not _same(self.out, out3):
+            self.fail("no_randomness", "forward depends on the random number generator")
+        else:
+            self.checks["no_randomness"] = "pass"
 
-    out4, _, _ = run(0, 2)
-    if _same(out, out4, exact=True):  # exact: a tiny output that does depend on its inputs still differs
-        fail("input_dependent", "the output does not change when the inputs change")
-    else:
-        checks["input_dependent"] = "pass"
+    def non_degenerate(self):
+        leaves = _leaves(self.out)
+        floats = [t for t in leaves if t.is_floating_point()]
+        bad = None
+        for t in floats:
+            if not torch.isfinite(t).all():
+                bad = "the output holds NaN or Inf"
+                break
+        if bad is None:
+            # Near zero means: the verifier's own comparison would accept an all-zero output.
+            zeros = [torch.zeros_like(t) for t in leaves]
+            if floats and harness.compare(leaves, zeros)["ok"]:
+                scale = (max(t.abs().max().item() for t in floats if t.numel())
+                         if any(t.numel() for t in floats) else 0.0)
+                bad = f"an all-zero output would pass the verifier's comparison (max |y| = {scale:.3g})"
+            elif all(t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()) for t in leaves):
+                bad = "the output is constant"
+        if bad:
+            self.fail("non_degenerate", bad)
+        else:
+            self.checks["non_degenerate"] = "pass"
 
-    timing, _ = harness.time_callable(lambda *a: model(*a), [xs], device, int(req.get("timing_iters", 5)), warmup=1,
-                                      checks=0)
-    ms = (timing["event_ms"] or timing["host_ms"])["median"]
-    info["eager_ms"] = ms
-    lo, hi = float(req.get("min_runtime_ms", 0.0)), float(req.get("max_runtime_ms", 1000.0))
-    if lo <= ms <= hi:
-        checks["runtime_band"] = "pass"
-    else:
-        fail("runtime_band", f"eager forward takes {ms:.3f} ms, outside [{lo}, {hi}]")
+    def input_dependent(self):
+        out4, _, _ = self.run(0, 2)
+        if _same(self.out, out4, exact=True):  # exact: a tiny output that does depend on its inputs still differs
+            self.fail("input_dependent", "the output does not change when the inputs change")
+        else:
+            self.checks["input_dependent"] = "pass"
 
-    # Last, and only for a module every other check passed: compiling is the slowest check by far
-    # (seconds per module), and a module that failed another is invalid whatever it gives.
-    if req.get("compile") and "fail" not in checks.values():
+    def runtime_band(self):
+        model = self.model
+        timing, _ = harness.time_callable(lambda *a: model(*a), [self.xs], self.device,
+                                          int(self.req.get("timing_iters", 5)), warmup=1, checks=0)
+        ms = (timing["event_ms"] or timing["host_ms"])["median"]
+        self.info["eager_ms"] = ms
+        lo, hi = float(self.req.get("min_runtime_ms", 0.0)), float(self.req.get("max_runtime_ms", 1000.0))
+        if lo <= ms <= hi:
+            self.checks["runtime_band"] = "pass"
+        else:
+            self.fail("runtime_band", f"eager forward takes {ms:.3f} ms, outside [{lo}, {hi}]")
+
+    def compile(self):
+        """Last, and only for a module every other check passed: compiling is the slowest check by far
+        (seconds per module), and a module that failed another is invalid whatever it gives."""
+        if not (self.req.get("compile") and "fail" not in self.checks.values()):
+            self.checks["compile"] = "skip"
+            return
         try:
             t0 = time.perf_counter()
-            compiled = torch.compile(model)
+            compiled = torch.compile(self.model)
             with torch.no_grad():
-                cout = compiled(*xs)
-            harness.sync(device)
-            info["compile_s"] = time.perf_counter() - t0
-            if harness.compare(out, cout)["ok"]:
-                checks["compile"] = "pass"
+                cout = compiled(*self.xs)
+            harness.sync(self.device)
+            self.info["compile_s"] = time.perf_counter() - t0
+            if harness.compare(self.out, cout)["ok"]:
+                self.checks["compile"] = "pass"
             else:
-                fail("compile", "torch.compile's output differs from eager")
+                self.fail("compile", "torch.compile's output differs from eager")
         except BaseException as e:  # noqa: BLE001
-            fail("compile", "torch.compile failed: " + harness.describe_exception(e))
-    else:
-        checks["compile"] = "skip"
-    return result
+            self.fail("compile", "torch.compile failed: " + harness.describe_exception(e))
