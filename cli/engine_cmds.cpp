@@ -294,21 +294,146 @@ json profile_decode(const Model& model, const std::vector<std::vector<int64_t>>&
     return j;
 }
 
+struct BenchEngineArgs {
+    std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto";
+    std::vector<int64_t> batches = {1, 16, 64};
+    int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
+    bool as_json = false, no_graph = false, profile = false;
+    std::string mode = "generate";
+    int64_t lora_rank = 64, train_batch = 8, seq_len = 2048, steps = 4;
+    double lora_alpha = 128;
+    bool full = false, no_recompute = false;
+    std::string lora_compute = "adapter";
+};
+
+// --mode train: optimizer steps on random token batches; the median step's time.
+int bench_train(Model& model, const BenchEngineArgs& a, torch::Device dev, int64_t vocab) {
+    LoraConfig lc;
+    lc.rank = a.lora_rank;
+    lc.alpha = a.lora_alpha;
+    std::vector<std::pair<std::string, torch::Tensor>> params;
+    if (a.full) {
+        params = full_parameters(model);
+    } else {
+        attach_lora(model, lc, 0);
+        params = lora_parameters(model);
+    }
+    model.recompute_layers = !a.no_recompute;
+    model.lora_in_base_dtype = a.lora_compute == "base";
+    PolicyOptimizer opt(params, OptimConfig{});
+    const int64_t B = a.train_batch, T = a.seq_len;
+    auto random_batch = [&] {
+        return TrainBatch{torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
+                          torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
+                          torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
+    };
+    reset_peak_allocated(dev);
+    std::vector<double> secs;
+    double loss = 0;
+    for (int64_t i = 0; i < a.steps; ++i) {
+        TrainBatch batch = random_batch();
+        if (dev.is_cuda()) torch::cuda::synchronize();
+        auto t1 = std::chrono::steady_clock::now();
+        loss = accumulate(model, batch, weighted_nll);
+        opt.step();
+        if (dev.is_cuda()) torch::cuda::synchronize();
+        if (i > 0) secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+    }
+    std::sort(secs.begin(), secs.end());
+    double med = secs[secs.size() / 2];
+    json profile;
+    if (a.profile && dev.is_cuda()) {  // one more step, under the profiler
+        TrainBatch batch = random_batch();
+        profile = kernel_summary(profile_kernels([&] {
+                                     accumulate(model, batch, weighted_nll);
+                                     opt.step();
+                                 }),
+                                 1, 40);
+    }
+    int64_t trainable = 0;
+    for (auto& [n, p] : params) trainable += p.numel();
+    json j = {{"mode", "train"},
+              {"batch", B},
+              {"seq_len", T},
+              {"seconds_per_step", med},
+              {"seconds_min", secs.front()},
+              {"seconds_max", secs.back()},
+              {"tokens_per_s", static_cast<double>(B * T) / med},
+              {"loss", loss},
+              {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
+              {"trainable_parameters", trainable},
+              {"lora_rank", a.full ? 0 : a.lora_rank},
+              {"lora_compute", a.lora_compute},
+              {"recompute", !a.no_recompute},
+              {"device", dev.str()},
+              {"timed_steps", secs.size()}};
+    if (!profile.is_null()) j["profile"] = profile;
+    if (a.as_json)
+        std::cout << j.dump() << std::endl;
+    else
+        std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
+                    a.full ? "full" : ("LoRA r" + std::to_string(a.lora_rank)).c_str(), static_cast<long long>(B),
+                    static_cast<long long>(T), med, j["tokens_per_s"].get<double>(),
+                    j["peak_allocated_gb"].get<double>());
+    return 0;
+}
+
+// --mode generate: every batch size, prompts of random tokens, each row to --new-tokens.
+int bench_generate(Model& model, const BenchEngineArgs& a, torch::Device dev, int64_t vocab) {
+    for (int64_t B : a.batches) {
+        auto prompts_t = torch::randint(vocab, {B, a.prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
+        std::vector<std::vector<int64_t>> prompts(B);
+        for (int64_t b = 0; b < B; ++b)
+            prompts[b].assign(prompts_t[b].data_ptr<int64_t>(), prompts_t[b].data_ptr<int64_t>() + a.prompt_len);
+        GenerateRequest req;
+        req.prompts = prompts;
+        req.sampling.temperature = 1.0;
+        req.cuda_graph = !a.no_graph;
+        req.max_new_tokens = 8;
+        generate(model, req);  // warm-up: allocator, kernels
+        req.max_new_tokens = a.new_tokens;
+        std::vector<double> totals, steps_ms;
+        GenerateStats st;
+        for (int64_t r = 0; r < a.repeats; ++r) {
+            req.sampling.seed = static_cast<uint64_t>(r);
+            auto t1 = std::chrono::steady_clock::now();
+            generate(model, req, {}, &st);
+            totals.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+            steps_ms.push_back(st.decode_s / std::max<int64_t>(1, st.steps) * 1e3);
+        }
+        std::sort(totals.begin(), totals.end());
+        std::sort(steps_ms.begin(), steps_ms.end());
+        double total = totals[totals.size() / 2];
+        json j = {{"batch", B},
+                  {"prompt_len", a.prompt_len},
+                  {"new_tokens", a.new_tokens},
+                  {"seconds", total},
+                  {"seconds_min", totals.front()},
+                  {"seconds_max", totals.back()},
+                  {"tokens_per_s", static_cast<double>(B * a.new_tokens) / total},
+                  {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]},
+                  {"prefill_s", st.prefill_s},
+                  {"device", dev.str()},
+                  {"repeats", a.repeats},
+                  {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
+        if (a.profile && dev.is_cuda()) j["profile"] = profile_decode(model, prompts, req.sampling);
+        if (a.as_json) {
+            std::cout << j.dump() << std::endl;
+        } else {
+            std::printf("batch %4lld  prompt %lld  new %lld: %.2f s  %.0f tok/s  %.2f ms/step  (prefill %.3f s)\n",
+                        static_cast<long long>(B), static_cast<long long>(a.prompt_len),
+                        static_cast<long long>(a.new_tokens), total, j["tokens_per_s"].get<double>(),
+                        j["decode_ms_per_step"].get<double>(), st.prefill_s);
+            std::fflush(stdout);
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
 Runner add_bench_engine(CLI::App& app) {
-    struct Args {
-        std::string model, arch = "qwen2", preset = "7b-shape", device = "auto", dtype = "auto";
-        std::vector<int64_t> batches = {1, 16, 64};
-        int64_t prompt_len = 256, new_tokens = 256, repeats = 1;
-        bool as_json = false, no_graph = false, profile = false;
-        std::string mode = "generate";
-        int64_t lora_rank = 64, train_batch = 8, seq_len = 2048, steps = 4;
-        double lora_alpha = 128;
-        bool full = false, no_recompute = false;
-        std::string lora_compute = "adapter";
-    };
-    auto a = std::make_shared<Args>();
+    auto a = std::make_shared<BenchEngineArgs>();
     auto* cmd =
         app.add_subcommand("bench-engine", "Generation throughput: random prompts, every row runs to --new-tokens");
     cmd->add_option("--model", a->model,
@@ -358,128 +483,7 @@ Runner add_bench_engine(CLI::App& app) {
             double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::cerr << "[bench-engine] model ready in " << load_s << " s\n";
             const int64_t vocab = std::min<int64_t>(model.config().vocab_size, 150000);
-            if (a->mode == "train") {
-                LoraConfig lc;
-                lc.rank = a->lora_rank;
-                lc.alpha = a->lora_alpha;
-                std::vector<std::pair<std::string, torch::Tensor>> params;
-                if (a->full) {
-                    params = full_parameters(model);
-                } else {
-                    attach_lora(model, lc, 0);
-                    params = lora_parameters(model);
-                }
-                model.recompute_layers = !a->no_recompute;
-                model.lora_in_base_dtype = a->lora_compute == "base";
-                PolicyOptimizer opt(params, OptimConfig{});
-                const int64_t B = a->train_batch, T = a->seq_len;
-                auto random_batch = [&] {
-                    return TrainBatch{
-                        torch::randint(vocab, {B, T}, torch::TensorOptions().dtype(torch::kInt64)).to(dev),
-                        torch::ones({B, T}, torch::TensorOptions().dtype(torch::kBool).device(dev)),
-                        torch::ones({B, T}, torch::TensorOptions().dtype(torch::kFloat32).device(dev))};
-                };
-                reset_peak_allocated(dev);
-                std::vector<double> secs;
-                double loss = 0;
-                for (int64_t i = 0; i < a->steps; ++i) {
-                    TrainBatch batch = random_batch();
-                    if (dev.is_cuda()) torch::cuda::synchronize();
-                    auto t1 = std::chrono::steady_clock::now();
-                    loss = accumulate(model, batch, weighted_nll);
-                    opt.step();
-                    if (dev.is_cuda()) torch::cuda::synchronize();
-                    if (i > 0)
-                        secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
-                }
-                std::sort(secs.begin(), secs.end());
-                double med = secs[secs.size() / 2];
-                json profile;
-                if (a->profile && dev.is_cuda()) {  // one more step, under the profiler
-                    TrainBatch batch = random_batch();
-                    profile = kernel_summary(profile_kernels([&] {
-                                                 accumulate(model, batch, weighted_nll);
-                                                 opt.step();
-                                             }),
-                                             1, 40);
-                }
-                int64_t trainable = 0;
-                for (auto& [n, p] : params) trainable += p.numel();
-                json j = {{"mode", "train"},
-                          {"batch", B},
-                          {"seq_len", T},
-                          {"seconds_per_step", med},
-                          {"seconds_min", secs.front()},
-                          {"seconds_max", secs.back()},
-                          {"tokens_per_s", static_cast<double>(B * T) / med},
-                          {"loss", loss},
-                          {"peak_allocated_gb", static_cast<double>(peak_allocated_bytes(dev)) / 1e9},
-                          {"trainable_parameters", trainable},
-                          {"lora_rank", a->full ? 0 : a->lora_rank},
-                          {"lora_compute", a->lora_compute},
-                          {"recompute", !a->no_recompute},
-                          {"device", dev.str()},
-                          {"timed_steps", secs.size()}};
-                if (!profile.is_null()) j["profile"] = profile;
-                if (a->as_json)
-                    std::cout << j.dump() << std::endl;
-                else
-                    std::printf("train %s B=%lld T=%lld: %.2f s/step  %.0f tok/s  peak %.1f GB\n",
-                                a->full ? "full" : ("LoRA r" + std::to_string(a->lora_rank)).c_str(),
-                                static_cast<long long>(B), static_cast<long long>(T), med,
-                                j["tokens_per_s"].get<double>(), j["peak_allocated_gb"].get<double>());
-                return 0;
-            }
-            for (int64_t B : a->batches) {
-                auto prompts_t = torch::randint(vocab, {B, a->prompt_len}, torch::TensorOptions().dtype(torch::kInt64));
-                std::vector<std::vector<int64_t>> prompts(B);
-                for (int64_t b = 0; b < B; ++b)
-                    prompts[b].assign(prompts_t[b].data_ptr<int64_t>(),
-                                      prompts_t[b].data_ptr<int64_t>() + a->prompt_len);
-                GenerateRequest req;
-                req.prompts = prompts;
-                req.sampling.temperature = 1.0;
-                req.cuda_graph = !a->no_graph;
-                req.max_new_tokens = 8;
-                generate(model, req);  // warm-up: allocator, kernels
-                req.max_new_tokens = a->new_tokens;
-                std::vector<double> totals, steps_ms;
-                GenerateStats st;
-                for (int64_t r = 0; r < a->repeats; ++r) {
-                    req.sampling.seed = static_cast<uint64_t>(r);
-                    auto t1 = std::chrono::steady_clock::now();
-                    generate(model, req, {}, &st);
-                    totals.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
-                    steps_ms.push_back(st.decode_s / std::max<int64_t>(1, st.steps) * 1e3);
-                }
-                std::sort(totals.begin(), totals.end());
-                std::sort(steps_ms.begin(), steps_ms.end());
-                double total = totals[totals.size() / 2];
-                json j = {{"batch", B},
-                          {"prompt_len", a->prompt_len},
-                          {"new_tokens", a->new_tokens},
-                          {"seconds", total},
-                          {"seconds_min", totals.front()},
-                          {"seconds_max", totals.back()},
-                          {"tokens_per_s", static_cast<double>(B * a->new_tokens) / total},
-                          {"decode_ms_per_step", steps_ms[steps_ms.size() / 2]},
-                          {"prefill_s", st.prefill_s},
-                          {"device", dev.str()},
-                          {"repeats", a->repeats},
-                          {"cuda_graph", req.cuda_graph && dev.is_cuda()}};
-                if (a->profile && dev.is_cuda()) j["profile"] = profile_decode(model, prompts, req.sampling);
-                if (a->as_json) {
-                    std::cout << j.dump() << std::endl;
-                } else {
-                    std::printf(
-                        "batch %4lld  prompt %lld  new %lld: %.2f s  %.0f tok/s  %.2f ms/step  (prefill %.3f s)\n",
-                        static_cast<long long>(B), static_cast<long long>(a->prompt_len),
-                        static_cast<long long>(a->new_tokens), total, j["tokens_per_s"].get<double>(),
-                        j["decode_ms_per_step"].get<double>(), st.prefill_s);
-                    std::fflush(stdout);
-                }
-            }
-            return 0;
+            return a->mode == "train" ? bench_train(model, *a, dev, vocab) : bench_generate(model, *a, dev, vocab);
         } catch (const std::exception& e) {
             return usage_error("bench-engine", e.what());
         }
