@@ -57,6 +57,129 @@ void print_human(const Verdict& v) {
     if (!v.log.empty() && v.status != Status::correct) std::printf("log:\n%s\n", v.log.c_str());
 }
 
+VerifyOptions verify_options(const VerifyArgs& a, const std::string& device, bool batch) {
+    VerifyOptions o;
+    o.device = device;
+    o.trials = a.trials;
+    o.timing_iters = a.timing_iters;
+    o.warmup = a.warmup;
+    o.strict = a.policy == "strict";
+    o.timeout_s = a.timeout;
+    o.compile_timeout_s = a.compile_timeout;
+    o.atol = a.atol;
+    o.rtol = a.rtol;
+    o.min_kernel_share = a.min_kernel_share;
+    o.compile_baseline = a.compile_baseline == "auto" ? -1 : a.compile_baseline == "on" ? 1 : 0;
+    o.lanes = batch ? a.workers : 1;
+    o.compile_workers = a.compile_workers;  // 0: as many as lanes
+    o.cache_dir = a.cache_dir;
+    o.spare_children = a.spares;
+    if (!a.python.empty()) o.worker_command = {a.python, "-m", "kernelzero.worker"};
+    return o;
+}
+
+// One job, its verdict printed; a stop signal shuts the verifier down mid-job.
+int verify_one(VerifyService& verifier, const Job& job, bool as_json) {
+    std::atomic<bool> finished{false};
+    std::thread watcher([&] {
+        while (!finished) {
+            if (g_stop) {
+                verifier.shutdown();
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    });
+    Verdict v = verifier.verify(job);
+    finished = true;
+    watcher.join();
+    if (g_stop) {
+        std::fprintf(stderr, "kernelzero verify: interrupted\n");
+        return 130;
+    }
+    print_human(v);
+    if (as_json) std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    return 0;
+}
+
+// A batch on a started verifier; `started_s`: how long its start took. The start is reported apart
+// from the batch: a trainer starts its verifier once and then runs batch after batch on it.
+int verify_batch(VerifyService& verifier, const VerifyArgs& a, double started_s) {
+    // Lanes counted by the verifier itself (auto) are known once it started.
+    const VerifyOptions& started = verifier.options();
+    BatchOptions bo{a.jobs, a.out, a.in_flight > 0 ? a.in_flight : std::max(2, started.lanes + started.compile_workers),
+                    !a.no_progress};
+    const auto t_batch = std::chrono::steady_clock::now();
+    BatchSummary s;
+    try {
+        s = run_batch(verifier, bo, g_stop);
+    } catch (const std::exception& e) {
+        return usage_error("verify", e.what());
+    }
+    const double batch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count();
+    std::string counts;
+    for (auto& [k, n] : s.by_status) counts += " " + k + "=" + std::to_string(n);
+    std::printf("verified %d of %d jobs (%d already in %s)%s%s\n", s.done, s.total, s.skipped, a.out.c_str(),
+                counts.c_str(), s.interrupted ? "; interrupted, re-run to finish" : "");
+    std::printf(
+        "verifier started in %.1f s (%d lanes, %d compile workers); the batch took %.1f s = %.1f verdicts per "
+        "minute\n",
+        started_s, started.lanes, started.compile_workers, batch_s, batch_s > 0 ? s.done * 60.0 / batch_s : 0.0);
+    if (a.json) {
+        nlohmann::json j = {
+            {"done", s.done},         {"total", s.total},   {"skipped", s.skipped},    {"interrupted", s.interrupted},
+            {"started_s", started_s}, {"batch_s", batch_s}, {"by_status", s.by_status}};
+        std::cout << j.dump() << std::endl;
+    }
+    return s.interrupted ? 130 : 0;
+}
+
+int run_verify(const VerifyArgs& a) {
+    const bool batch = !a.jobs.empty();
+    if (batch && (!a.task.empty() || !a.candidate.empty()))
+        return usage_error("verify", "use either --jobs/--out or --task/--candidate, not both");
+    if (batch && a.out.empty()) return usage_error("verify", "--jobs needs --out RESULTS.jsonl");
+    if (!batch && (a.task.empty() || a.candidate.empty() || a.backend.empty()))
+        return usage_error("verify", "needs --task, --candidate and --backend (or --jobs and --out)");
+
+    std::string device = a.device;
+    if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
+    if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+        return usage_error("verify", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+    if (!batch && a.backend == "cuda" && device == "cpu")
+        return usage_error("verify", "backend cuda needs a GPU: CUDA candidates cannot run on --device cpu");
+
+    Job job;
+    if (!batch) {
+        std::string err;
+        auto t = load_source(a.task, "", err);
+        if (!t) return usage_error("verify", "task: " + err);
+        auto c = load_source(a.candidate, "", err);
+        if (!c) return usage_error("verify", "candidate: " + err);
+        job = {"single", t->text, c->text, a.backend};
+    } else {
+        try {
+            read_file(a.jobs);
+        } catch (const std::exception& e) {
+            return usage_error("verify", e.what());
+        }
+    }
+
+    catch_stop_signals();
+    std::unique_ptr<VerifyService> verifier;
+    const auto t_start = std::chrono::steady_clock::now();
+    try {
+        verifier = make_verify_service(a.verifier, verify_options(a, device, batch));
+        verifier->start();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kernelzero verify: cannot start the verifier: %s\n", e.what());
+        return 3;
+    }
+    if (!batch) return verify_one(*verifier, job, a.json);
+    return verify_batch(*verifier, a,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+}
+
 }  // namespace
 
 Runner add_verify(CLI::App& app) {
@@ -103,119 +226,7 @@ Runner add_verify(CLI::App& app) {
 
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return 2;
-        const bool batch = !a->jobs.empty();
-        if (batch && (!a->task.empty() || !a->candidate.empty()))
-            return usage_error("verify", "use either --jobs/--out or --task/--candidate, not both");
-        if (batch && a->out.empty()) return usage_error("verify", "--jobs needs --out RESULTS.jsonl");
-        if (!batch && (a->task.empty() || a->candidate.empty() || a->backend.empty()))
-            return usage_error("verify", "needs --task, --candidate and --backend (or --jobs and --out)");
-
-        std::string device = a->device;
-        if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
-        if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-            return usage_error("verify", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
-        if (!batch && a->backend == "cuda" && device == "cpu")
-            return usage_error("verify", "backend cuda needs a GPU: CUDA candidates cannot run on --device cpu");
-
-        Job job;
-        if (!batch) {
-            std::string err;
-            auto t = load_source(a->task, "", err);
-            if (!t) return usage_error("verify", "task: " + err);
-            auto c = load_source(a->candidate, "", err);
-            if (!c) return usage_error("verify", "candidate: " + err);
-            job = {"single", t->text, c->text, a->backend};
-        } else {
-            try {
-                read_file(a->jobs);
-            } catch (const std::exception& e) {
-                return usage_error("verify", e.what());
-            }
-        }
-
-        VerifyOptions o;
-        o.device = device;
-        o.trials = a->trials;
-        o.timing_iters = a->timing_iters;
-        o.warmup = a->warmup;
-        o.strict = a->policy == "strict";
-        o.timeout_s = a->timeout;
-        o.compile_timeout_s = a->compile_timeout;
-        o.atol = a->atol;
-        o.rtol = a->rtol;
-        o.min_kernel_share = a->min_kernel_share;
-        o.compile_baseline = a->compile_baseline == "auto" ? -1 : a->compile_baseline == "on" ? 1 : 0;
-        o.lanes = batch ? a->workers : 1;
-        o.compile_workers = a->compile_workers;  // 0: as many as lanes
-        o.cache_dir = a->cache_dir;
-        o.spare_children = a->spares;
-        if (!a->python.empty()) o.worker_command = {a->python, "-m", "kernelzero.worker"};
-
-        catch_stop_signals();
-        std::unique_ptr<VerifyService> verifier;
-        const auto t_start = std::chrono::steady_clock::now();
-        try {
-            verifier = make_verify_service(a->verifier, o);
-            verifier->start();
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "kernelzero verify: cannot start the verifier: %s\n", e.what());
-            return 3;
-        }
-        if (!batch) {
-            std::atomic<bool> finished{false};
-            std::thread watcher([&] {
-                while (!finished) {
-                    if (g_stop) {
-                        verifier->shutdown();
-                        return;
-                    }
-                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                }
-            });
-            Verdict v = verifier->verify(job);
-            finished = true;
-            watcher.join();
-            if (g_stop) {
-                std::fprintf(stderr, "kernelzero verify: interrupted\n");
-                return 130;
-            }
-            print_human(v);
-            if (a->json)
-                std::cout << v.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-            return 0;
-        }
-        // Lanes counted by the verifier itself (auto) are known once it started.
-        const VerifyOptions& started = verifier->options();
-        BatchOptions bo{a->jobs, a->out,
-                        a->in_flight > 0 ? a->in_flight : std::max(2, started.lanes + started.compile_workers),
-                        !a->no_progress};
-        // The start (workers, their devices) apart from the batch: a trainer starts its verifier once
-        // and then runs batch after batch on it.
-        const auto t_batch = std::chrono::steady_clock::now();
-        const double started_s = std::chrono::duration<double>(t_batch - t_start).count();
-        BatchSummary s;
-        try {
-            s = run_batch(*verifier, bo, g_stop);
-        } catch (const std::exception& e) {
-            return usage_error("verify", e.what());
-        }
-        const double batch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count();
-        std::string counts;
-        for (auto& [k, n] : s.by_status) counts += " " + k + "=" + std::to_string(n);
-        std::printf("verified %d of %d jobs (%d already in %s)%s%s\n", s.done, s.total, s.skipped, a->out.c_str(),
-                    counts.c_str(), s.interrupted ? "; interrupted, re-run to finish" : "");
-        std::printf(
-            "verifier started in %.1f s (%d lanes, %d compile workers); the batch took %.1f s = %.1f verdicts "
-            "per minute\n",
-            started_s, started.lanes, started.compile_workers, batch_s, batch_s > 0 ? s.done * 60.0 / batch_s : 0.0);
-        if (a->json) {
-            nlohmann::json j = {{"done", s.done},          {"total", s.total},
-                                {"skipped", s.skipped},    {"interrupted", s.interrupted},
-                                {"started_s", started_s},  {"batch_s", batch_s},
-                                {"by_status", s.by_status}};
-            std::cout << j.dump() << std::endl;
-        }
-        return s.interrupted ? 130 : 0;
+        return run_verify(*a);
     };
 }
 
