@@ -42,21 +42,132 @@ private:
     PolicySource source_;
 };
 
+struct BenchArgs : ModelArgs {
+    std::vector<std::string> tasks;
+    std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model, verifier;
+    int samples = 1, workers = 0, batch = 8, trials = kVerifyDefaults.trials, concurrency = 8;
+    std::vector<int64_t> ks = {1};
+    std::optional<double> temperature;
+    double top_p = 1.0, timeout = kVerifyDefaults.timeout_s;
+    int64_t max_new_tokens = 4096;
+    uint64_t seed = 0;
+    bool resume = false, as_json = false, no_progress = false;
+};
+
+// The Coder the run samples from: the policy engine on --model, or an --endpoint.
+std::unique_ptr<CompletionSource> completion_source(const BenchArgs& a, const std::string& device,
+                                                    const SamplingParams& sp) {
+    if (!a.endpoint.empty()) {
+        EndpointOptions eo;
+        eo.url = a.endpoint;
+        eo.model = a.served_model;
+        eo.temperature = sp.temperature;
+        eo.top_p = sp.top_p;
+        eo.max_tokens = a.max_new_tokens;
+        eo.seed = sp.seed;
+        eo.concurrency = a.concurrency;
+        return std::make_unique<EndpointSource>(eo);
+    }
+    ModelArgs margs = a;
+    margs.device = device;
+    return std::make_unique<EngineSource>(margs, sp, a.max_new_tokens, a.batch);
+}
+
+VerifyOptions bench_verify_options(const BenchArgs& a, const std::string& device, bool reference) {
+    VerifyOptions vo;
+    vo.device = device;
+    vo.trials = a.trials;
+    vo.strict = !reference && a.policy == "strict";
+    vo.require_custom_kernel = !reference;
+    vo.timeout_s = a.timeout;
+    vo.lanes = a.workers;
+    vo.compile_workers = a.workers;  // 0 (auto): as many as lanes
+    vo.cache_dir = a.cache_dir;
+    return vo;
+}
+
+void print_metrics(const BenchMetrics& m, const BenchArgs& a) {
+    const auto& o = m.overall;
+    if (a.as_json) {
+        nlohmann::json j = m.to_json();
+        j.erase("tasks");
+        std::cout << j.dump() << std::endl;
+        return;
+    }
+    std::printf("%lld tasks, %lld samples: %lld correct", static_cast<long long>(o.tasks),
+                static_cast<long long>(o.samples), static_cast<long long>(o.correct));
+    for (const auto& [k, v] : o.pass_at)
+        if (v) std::printf(", pass@%lld %.1f%%", static_cast<long long>(k), 100 * *v);
+    std::printf(", fast_1 %.1f%%", 100 * o.fast_eager.at(1.0));
+    if (o.geomean_speedup_eager) std::printf(", geomean speedup %.2fx", *o.geomean_speedup_eager);
+    std::printf("\nreport: %s/report.html\n", a.out.c_str());
+}
+
+int run_bench_cmd(const BenchArgs& a) {
+    if (a.model.empty() == a.endpoint.empty())
+        return usage_error("bench", "give one of --model DIR, --model reference, --endpoint URL");
+    if (!a.endpoint.empty() && a.served_model.empty())
+        return usage_error("bench", "--endpoint needs --served-model NAME");
+    const bool reference = a.model == "reference";
+    std::string device = a.device;
+    if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
+    if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+        return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+    if (a.backend == "cuda" && device == "cpu") return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
+    if (reference && !a.adapter.empty()) return usage_error("bench", "--adapter needs a model, not --model reference");
+    try {
+        BenchOptions opts;
+        opts.out_dir = a.out;
+        opts.format = coder_format(a.backend, a.format);
+        opts.samples = a.samples;
+        opts.ks = a.ks;
+        opts.resume = a.resume;
+        opts.progress = !a.no_progress;
+        std::vector<BenchTask> tasks = load_task_dirs(a.tasks);
+        std::unique_ptr<CompletionSource> source;
+        if (!reference) {
+            SamplingParams sp;
+            sp.temperature = a.temperature.value_or(a.samples > 1 ? 1.0 : 0.0);
+            sp.top_p = a.top_p;
+            sp.seed = a.seed;
+            sp.validate();
+            opts.settings = {{"temperature", sp.temperature},
+                             {"top_p", sp.top_p},
+                             {"seed", sp.seed},
+                             {"max_new_tokens", a.max_new_tokens},
+                             {"policy", a.policy}};
+            source = completion_source(a, device, sp);
+        } else {
+            opts.settings = {{"policy", "lenient"}};
+        }
+        catch_stop_signals();
+        std::unique_ptr<VerifyService> service;
+        try {
+            service = make_verify_service(a.verifier, bench_verify_options(a, device, reference));
+            service->start();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
+            return 3;
+        }
+        // Lanes counted by the verifier itself (auto) are known once it started.
+        opts.in_flight = std::max(2, 2 * service->options().lanes);
+        if (a.verifier.empty() && a.workers == 0)
+            std::fprintf(stderr, "[bench] %d verifier lanes (auto)\n", service->options().lanes);
+        print_metrics(run_bench(tasks, opts, source.get(), *service, g_stop), a);
+        return 0;
+    } catch (const std::exception& e) {
+        if (g_stop) {
+            std::fprintf(stderr, "kernelzero bench: interrupted; --resume continues the run\n");
+            return 130;
+        }
+        return usage_error("bench", e.what());
+    }
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
-    struct Args : ModelArgs {
-        std::vector<std::string> tasks;
-        std::string backend, format, out, policy = "strict", cache_dir, endpoint, served_model, verifier;
-        int samples = 1, workers = 0, batch = 8, trials = kVerifyDefaults.trials, concurrency = 8;
-        std::vector<int64_t> ks = {1};
-        std::optional<double> temperature;
-        double top_p = 1.0, timeout = kVerifyDefaults.timeout_s;
-        int64_t max_new_tokens = 4096;
-        uint64_t seed = 0;
-        bool resume = false, as_json = false, no_progress = false;
-    };
-    auto a = std::make_shared<Args>();
+    auto a = std::make_shared<BenchArgs>();
     auto* cmd =
         app.add_subcommand("bench", "Evaluate a Coder on KernelBench-format task sets (pass@k, fast_p, speedups)");
     cmd->add_option("--tasks", a->tasks, "A directory of task files (repeat for several; each is a group, e.g. level1)")
@@ -96,103 +207,7 @@ Runner add_bench(CLI::App& app) {
     cmd->add_flag("--no-progress", a->no_progress, "No progress output");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
-        if (a->model.empty() == a->endpoint.empty())
-            return usage_error("bench", "give one of --model DIR, --model reference, --endpoint URL");
-        if (!a->endpoint.empty() && a->served_model.empty())
-            return usage_error("bench", "--endpoint needs --served-model NAME");
-        const bool reference = a->model == "reference";
-        std::string device = a->device;
-        if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
-        if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-            return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
-        if (a->backend == "cuda" && device == "cpu")
-            return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
-        if (reference && !a->adapter.empty())
-            return usage_error("bench", "--adapter needs a model, not --model reference");
-        try {
-            BenchOptions opts;
-            opts.out_dir = a->out;
-            opts.format = coder_format(a->backend, a->format);
-            opts.samples = a->samples;
-            opts.ks = a->ks;
-            opts.resume = a->resume;
-            opts.progress = !a->no_progress;
-            std::vector<BenchTask> tasks = load_task_dirs(a->tasks);
-            std::unique_ptr<CompletionSource> source;
-            if (!reference) {
-                SamplingParams sp;
-                sp.temperature = a->temperature.value_or(a->samples > 1 ? 1.0 : 0.0);
-                sp.top_p = a->top_p;
-                sp.seed = a->seed;
-                sp.validate();
-                opts.settings = {{"temperature", sp.temperature},
-                                 {"top_p", sp.top_p},
-                                 {"seed", sp.seed},
-                                 {"max_new_tokens", a->max_new_tokens},
-                                 {"policy", a->policy}};
-                if (!a->endpoint.empty()) {
-                    EndpointOptions eo;
-                    eo.url = a->endpoint;
-                    eo.model = a->served_model;
-                    eo.temperature = sp.temperature;
-                    eo.top_p = sp.top_p;
-                    eo.max_tokens = a->max_new_tokens;
-                    eo.seed = sp.seed;
-                    eo.concurrency = a->concurrency;
-                    source = std::make_unique<EndpointSource>(eo);
-                } else {
-                    ModelArgs margs = *a;
-                    margs.device = device;
-                    source = std::make_unique<EngineSource>(margs, sp, a->max_new_tokens, a->batch);
-                }
-            } else {
-                opts.settings = {{"policy", "lenient"}};
-            }
-            VerifyOptions vo;
-            vo.device = device;
-            vo.trials = a->trials;
-            vo.strict = !reference && a->policy == "strict";
-            vo.require_custom_kernel = !reference;
-            vo.timeout_s = a->timeout;
-            vo.lanes = a->workers;
-            vo.compile_workers = a->workers;  // 0 (auto): as many as lanes
-            vo.cache_dir = a->cache_dir;
-            catch_stop_signals();
-            std::unique_ptr<VerifyService> service;
-            try {
-                service = make_verify_service(a->verifier, vo);
-                service->start();
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
-                return 3;
-            }
-            // Lanes counted by the verifier itself (auto) are known once it started.
-            opts.in_flight = std::max(2, 2 * service->options().lanes);
-            if (a->verifier.empty() && a->workers == 0)
-                std::fprintf(stderr, "[bench] %d verifier lanes (auto)\n", service->options().lanes);
-            BenchMetrics m = run_bench(tasks, opts, source.get(), *service, g_stop);
-            const auto& o = m.overall;
-            if (!a->as_json) {
-                std::printf("%lld tasks, %lld samples: %lld correct", static_cast<long long>(o.tasks),
-                            static_cast<long long>(o.samples), static_cast<long long>(o.correct));
-                for (const auto& [k, v] : o.pass_at)
-                    if (v) std::printf(", pass@%lld %.1f%%", static_cast<long long>(k), 100 * *v);
-                std::printf(", fast_1 %.1f%%", 100 * o.fast_eager.at(1.0));
-                if (o.geomean_speedup_eager) std::printf(", geomean speedup %.2fx", *o.geomean_speedup_eager);
-                std::printf("\nreport: %s/report.html\n", a->out.c_str());
-            } else {
-                nlohmann::json j = m.to_json();
-                j.erase("tasks");
-                std::cout << j.dump() << std::endl;
-            }
-            return 0;
-        } catch (const std::exception& e) {
-            if (g_stop) {
-                std::fprintf(stderr, "kernelzero bench: interrupted; --resume continues the run\n");
-                return 130;
-            }
-            return usage_error("bench", e.what());
-        }
+        return run_bench_cmd(*a);
     };
 }
 
