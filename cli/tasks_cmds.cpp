@@ -101,14 +101,95 @@ Runner add_tasks(CLI::App& app) {
 }
 
 // tasks list | show | stats | export | import, registered on the `tasks` command.
+namespace {
+
+struct StoreArgs {
+    std::string store, out, dir, origin;
+    int64_t id = 0, limit = 50;
+    bool as_json = false, valid_only = false, no_validate = false;
+    std::string device = "cpu";
+};
+
+int usage_tasks(const std::string& why) { return usage_error("tasks", why); }
+
+int tasks_list(TaskStore& store, const StoreArgs& a) {
+    for (const auto& t : store.tasks(a.valid_only, a.limit)) {
+        if (a.as_json) {
+            std::cout << nlohmann::json{{"id", t.id},
+                                        {"apis", t.apis},
+                                        {"level", t.level},
+                                        {"origin", t.origin},
+                                        {"valid", t.valid},
+                                        {"reason", t.reason},
+                                        {"eager_ms", t.eager_ms ? nlohmann::json(*t.eager_ms) : nlohmann::json()}}
+                             .dump()
+                      << "\n";
+        } else {
+            std::string apis;
+            for (const auto& x : t.apis) apis += (apis.empty() ? "" : ",") + x;
+            std::printf("%6lld  %-7s  L%d  %-12s  %s%s\n", static_cast<long long>(t.id), t.valid ? "valid" : "invalid",
+                        t.level, t.origin.c_str(), apis.c_str(),
+                        t.valid ? "" : ("  (" + t.reason.substr(0, 80) + ")").c_str());
+        }
+    }
+    return 0;
+}
+
+int tasks_show(TaskStore& store, const StoreArgs& a) {
+    auto t = store.task(a.id);
+    if (!t) return usage_tasks("no task " + std::to_string(a.id) + " in " + a.store);
+    if (a.as_json)
+        std::cout << nlohmann::json{{"id", t->id},         {"apis", t->apis},   {"level", t->level},
+                                    {"origin", t->origin}, {"valid", t->valid}, {"validation", t->validation},
+                                    {"source", t->source}}
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << "\n";
+    else
+        std::cout << "# task " << t->id << " (" << (t->valid ? "valid" : "invalid: " + t->reason) << ")\n" << t->source;
+    return 0;
+}
+
+int tasks_export(TaskStore& store, const StoreArgs& a) {
+    std::filesystem::create_directories(a.out);
+    int n = 0;
+    for (const auto& t : store.tasks(a.valid_only)) {
+        write_file_atomic(a.out + "/" + file_stem(t) + ".py", t.source);
+        ++n;
+    }
+    std::cout << "exported " << n << " tasks to " << a.out << "\n";
+    return 0;
+}
+
+int tasks_import(TaskStore& store, const StoreArgs& a) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(a.dir, ec)) return usage_tasks(a.dir + " is not a directory");
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(a.dir))
+        if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    std::string origin = a.origin.empty() ? "import:" + std::filesystem::path(a.dir).filename().string() : a.origin;
+    ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
+    PipelineOptions po;
+    po.validation.device = a.device;
+    std::unique_ptr<TaskPipeline> pipe;
+    if (!a.no_validate) pipe = std::make_unique<TaskPipeline>(catalog, store, po);
+    int valid = 0;
+    for (const auto& f : files) {
+        std::string src = read_file(f);
+        if (pipe) {
+            valid += pipe->submit(src, {}, 0, origin).valid;
+        } else {
+            store.add_task(unvalidated_task(src, {}, 0, origin, "not validated"));
+        }
+    }
+    std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a.store << "\n";
+    return 0;
+}
+
+}  // namespace
+
 Runner add_tasks_store(CLI::App& tasks) {
-    struct Args {
-        std::string store, out, dir, origin;
-        int64_t id = 0, limit = 50;
-        bool as_json = false, valid_only = false, no_validate = false;
-        std::string device = "cpu";
-    };
-    auto a = std::make_shared<Args>();
+    auto a = std::make_shared<StoreArgs>();
     auto with_store = [&](CLI::App* c) { c->add_option("--store", a->store, "Task store (SQLite)")->required(); };
     auto* list = tasks.add_subcommand("list", "Stored tasks, one line each");
     with_store(list);
@@ -134,111 +215,145 @@ Runner add_tasks_store(CLI::App& tasks) {
     imp->add_option("--device", a->device, "Validation device");
     imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
     return [=]() -> int {
-        auto usage = [](const std::string& why) { return usage_error("tasks", why); };
         try {
             TaskStore store(a->store);
-            if (list->parsed()) {
-                for (const auto& t : store.tasks(a->valid_only, a->limit)) {
-                    if (a->as_json) {
-                        std::cout << nlohmann::json{{"id", t.id},
-                                                    {"apis", t.apis},
-                                                    {"level", t.level},
-                                                    {"origin", t.origin},
-                                                    {"valid", t.valid},
-                                                    {"reason", t.reason},
-                                                    {"eager_ms",
-                                                     t.eager_ms ? nlohmann::json(*t.eager_ms) : nlohmann::json()}}
-                                         .dump()
-                                  << "\n";
-                    } else {
-                        std::string apis;
-                        for (const auto& x : t.apis) apis += (apis.empty() ? "" : ",") + x;
-                        std::printf("%6lld  %-7s  L%d  %-12s  %s%s\n", static_cast<long long>(t.id),
-                                    t.valid ? "valid" : "invalid", t.level, t.origin.c_str(), apis.c_str(),
-                                    t.valid ? "" : ("  (" + t.reason.substr(0, 80) + ")").c_str());
-                    }
-                }
-                return 0;
-            }
-            if (show->parsed()) {
-                auto t = store.task(a->id);
-                if (!t) return usage("no task " + std::to_string(a->id) + " in " + a->store);
-                if (a->as_json)
-                    std::cout << nlohmann::json{{"id", t->id},        {"apis", t->apis},
-                                                {"level", t->level},  {"origin", t->origin},
-                                                {"valid", t->valid},  {"validation", t->validation},
-                                                {"source", t->source}}
-                                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                              << "\n";
-                else
-                    std::cout << "# task " << t->id << " (" << (t->valid ? "valid" : "invalid: " + t->reason) << ")\n"
-                              << t->source;
-                return 0;
-            }
+            if (list->parsed()) return tasks_list(store, *a);
+            if (show->parsed()) return tasks_show(store, *a);
             if (stats->parsed()) {
                 auto s = store.stats().to_json();
-                if (a->as_json)
-                    std::cout << s.dump() << "\n";
-                else
-                    std::cout << s.dump(2) << "\n";
+                std::cout << (a->as_json ? s.dump() : s.dump(2)) << "\n";
                 return 0;
             }
-            if (exp->parsed()) {
-                std::filesystem::create_directories(a->out);
-                int n = 0;
-                for (const auto& t : store.tasks(a->valid_only)) {
-                    write_file_atomic(a->out + "/" + file_stem(t) + ".py", t.source);
-                    ++n;
-                }
-                std::cout << "exported " << n << " tasks to " << a->out << "\n";
-                return 0;
-            }
-            if (imp->parsed()) {
-                std::error_code ec;
-                if (!std::filesystem::is_directory(a->dir, ec)) return usage(a->dir + " is not a directory");
-                std::vector<std::string> files;
-                for (const auto& e : std::filesystem::directory_iterator(a->dir))
-                    if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
-                std::sort(files.begin(), files.end());
-                std::string origin =
-                    a->origin.empty() ? "import:" + std::filesystem::path(a->dir).filename().string() : a->origin;
-                ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
-                PipelineOptions po;
-                po.validation.device = a->device;
-                std::unique_ptr<TaskPipeline> pipe;
-                if (!a->no_validate) pipe = std::make_unique<TaskPipeline>(catalog, store, po);
-                int valid = 0;
-                for (const auto& f : files) {
-                    std::string src = read_file(f);
-                    if (pipe) {
-                        valid += pipe->submit(src, {}, 0, origin).valid;
-                    } else {
-                        store.add_task(unvalidated_task(src, {}, 0, origin, "not validated"));
-                    }
-                }
-                std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a->store << "\n";
-                return 0;
-            }
-            return usage("no subcommand");
+            if (exp->parsed()) return tasks_export(store, *a);
+            if (imp->parsed()) return tasks_import(store, *a);
+            return usage_tasks("no subcommand");
         } catch (const std::exception& e) {
-            return usage(e.what());
+            return usage_tasks(e.what());
         }
     };
 }
 
+namespace {
+
+struct ProposeArgs {
+    bool symbolic = false, as_json = false, from_frontier = false;
+    std::string store, device = "cpu", model, model_device = "auto";
+    std::vector<std::string> apis;
+    int64_t max_new_tokens = 1024;
+    double temperature = 1.0;
+    std::vector<std::string> benchmarks;
+    int n = 10, level = 0;
+    uint64_t seed = 0;
+    double max_runtime_ms = 1000;
+};
+
+// The LLM Proposer: a model, its tokenizer and chat format, sampling one module per API set.
+struct LlmProposer {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tok;
+    ChatFormat chat;
+    std::vector<int64_t> stops;
+
+    LlmProposer(const ProposeArgs& a) {
+        torch::Device dev = device_from_name(a.model_device);
+        model = std::make_unique<Model>(Model::load(a.model, dev, dtype_from_name("auto", dev)));
+        tok = std::make_unique<Tokenizer>(Tokenizer::load(a.model));
+        chat = ChatFormat::from_template(tok->chat_template());
+        for (const char* s : {"<|im_end|>", "<|endoftext|>"})
+            if (auto id = tok->token_id(s)) stops.push_back(*id);
+    }
+
+    // The i-th proposal's completion for `apis`.
+    std::string propose(const ApiCatalog& catalog, const std::vector<std::string>& apis, const ProposeArgs& a, int i) {
+        GenerateRequest req;
+        req.prompts = {tok->encode(chat.render(proposer_prompt(catalog, apis), true))};
+        req.max_new_tokens = a.max_new_tokens;
+        req.stop_ids = stops;
+        req.sampling.temperature = a.temperature;
+        req.sampling.seed = a.seed * 1000003 + static_cast<uint64_t>(i);
+        return tok->decode(generate(*model, req)[0].text_tokens());
+    }
+};
+
+int run_propose(const ProposeArgs& a) {
+    auto usage = [](const std::string& why) { return usage_error("propose", why); };
+    if (!a.symbolic && a.model.empty()) return usage("give --symbolic or --model DIR");
+    try {
+        ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
+        std::vector<std::string> fixed;
+        for (const auto& n : a.apis) fixed.push_back(catalog.resolve(n).name);
+        if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
+        std::unique_ptr<LlmProposer> llm;
+        if (!a.model.empty()) llm = std::make_unique<LlmProposer>(a);
+        TaskStore store(a.store);
+        PipelineOptions po;
+        po.validation.device = a.device;
+        po.validation.max_runtime_ms = a.max_runtime_ms;
+        po.validation.compile = a.device.rfind("cuda", 0) == 0;  // torch.compile where it is routine
+        po.benchmark_dirs = a.benchmarks;
+        TaskPipeline pipe(catalog, store, po);
+        std::mt19937_64 rng(a.seed);
+        FrontierTracker frontier;
+        if (a.from_frontier) {
+            if (!fixed.empty()) return usage("--apis and --from-frontier exclude each other");
+            frontier.load(store);
+        }
+        const SizeProfile sizes = a.device.rfind("cuda", 0) == 0 ? SizeProfile::typical : SizeProfile::small;
+        int valid = 0;
+        std::map<std::string, int> failed;
+        for (int i = 0; i < a.n; ++i) {
+            ApiSet set;
+            if (!fixed.empty()) {
+                set.apis = fixed;
+                set.level = fixed.size() > 1 ? 2 : 1;
+            } else if (a.from_frontier) {
+                set = frontier.draw(catalog, a.level ? a.level : 1 + i % 2, rng);
+            } else {
+                set = sample_api_set(catalog, a.level ? a.level : 1 + i % 2, rng);
+            }
+            TaskRecord t;
+            if (llm) {
+                std::string completion = llm->propose(catalog, set.apis, a, i);
+                ParsedProposal parsed = parse_proposal(completion);
+                if (parsed.ok) {
+                    t = pipe.submit(parsed.source, set.apis, set.level, "proposer");
+                } else {
+                    // Recorded, not repaired: the completion itself, with the reason.
+                    t = unvalidated_task(completion, set.apis, set.level, "proposer", "parse: " + parsed.reason);
+                    t.id = store.add_task(t);
+                }
+            } else {
+                GeneratedTask g = generate_task(catalog, set, sizes, rng);
+                t = pipe.submit(g.source, g.apis, set.level, "symbolic");
+            }
+            if (t.valid)
+                ++valid;
+            else
+                failed[t.reason.substr(0, t.reason.find(':'))] += 1;
+            if (!a.as_json)
+                std::printf("%4d  task %lld  %s  %s\n", i + 1, static_cast<long long>(t.id),
+                            t.valid ? "valid  " : "invalid", t.valid ? "" : t.reason.substr(0, 100).c_str());
+        }
+        nlohmann::json summary = {{"proposed", a.n},
+                                  {"valid", valid},
+                                  {"failed_checks", failed},
+                                  {"store", a.store},
+                                  {"stats", store.stats().to_json()}};
+        if (a.as_json)
+            std::cout << summary.dump() << "\n";
+        else
+            std::cout << "proposed " << a.n << ", valid " << valid << ", failures by check "
+                      << nlohmann::json(failed).dump() << "\n";
+        return 0;
+    } catch (const std::exception& e) {
+        return usage(e.what());
+    }
+}
+
+}  // namespace
+
 Runner add_propose(CLI::App& app) {
-    struct Args {
-        bool symbolic = false, as_json = false, from_frontier = false;
-        std::string store, device = "cpu", model, model_device = "auto";
-        std::vector<std::string> apis;
-        int64_t max_new_tokens = 1024;
-        double temperature = 1.0;
-        std::vector<std::string> benchmarks;
-        int n = 10, level = 0;
-        uint64_t seed = 0;
-        double max_runtime_ms = 1000;
-    };
-    auto a = std::make_shared<Args>();
+    auto a = std::make_shared<ProposeArgs>();
     auto* cmd = app.add_subcommand(
         "propose", "Generate task modules (symbolic generator or LLM Proposer), validate and store them");
     auto* sym = cmd->add_flag("--symbolic", a->symbolic, "Compose tasks with the symbolic generator");
@@ -261,94 +376,7 @@ Runner add_propose(CLI::App& app) {
     cmd->add_flag("--json", a->as_json, "Last line: the summary as JSON");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
-        auto usage = [](const std::string& why) { return usage_error("propose", why); };
-        if (!a->symbolic && a->model.empty()) return usage("give --symbolic or --model DIR");
-        try {
-            ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
-            std::vector<std::string> fixed;
-            for (const auto& n : a->apis) fixed.push_back(catalog.resolve(n).name);
-            if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
-            std::unique_ptr<Model> llm;
-            std::unique_ptr<Tokenizer> tok;
-            ChatFormat chat;
-            std::vector<int64_t> stops;
-            if (!a->model.empty()) {
-                torch::Device dev = device_from_name(a->model_device);
-                llm = std::make_unique<Model>(Model::load(a->model, dev, dtype_from_name("auto", dev)));
-                tok = std::make_unique<Tokenizer>(Tokenizer::load(a->model));
-                chat = ChatFormat::from_template(tok->chat_template());
-                for (const char* s : {"<|im_end|>", "<|endoftext|>"})
-                    if (auto id = tok->token_id(s)) stops.push_back(*id);
-            }
-            TaskStore store(a->store);
-            PipelineOptions po;
-            po.validation.device = a->device;
-            po.validation.max_runtime_ms = a->max_runtime_ms;
-            po.validation.compile = a->device.rfind("cuda", 0) == 0;  // torch.compile where it is routine
-            po.benchmark_dirs = a->benchmarks;
-            TaskPipeline pipe(catalog, store, po);
-            std::mt19937_64 rng(a->seed);
-            FrontierTracker frontier;
-            if (a->from_frontier) {
-                if (!fixed.empty()) return usage("--apis and --from-frontier exclude each other");
-                frontier.load(store);
-            }
-            const SizeProfile sizes = a->device.rfind("cuda", 0) == 0 ? SizeProfile::typical : SizeProfile::small;
-            int valid = 0;
-            std::map<std::string, int> failed;
-            for (int i = 0; i < a->n; ++i) {
-                ApiSet set;
-                if (!fixed.empty()) {
-                    set.apis = fixed;
-                    set.level = fixed.size() > 1 ? 2 : 1;
-                } else if (a->from_frontier) {
-                    set = frontier.draw(catalog, a->level ? a->level : 1 + i % 2, rng);
-                } else {
-                    set = sample_api_set(catalog, a->level ? a->level : 1 + i % 2, rng);
-                }
-                TaskRecord t;
-                if (llm) {
-                    GenerateRequest req;
-                    req.prompts = {tok->encode(chat.render(proposer_prompt(catalog, set.apis), true))};
-                    req.max_new_tokens = a->max_new_tokens;
-                    req.stop_ids = stops;
-                    req.sampling.temperature = a->temperature;
-                    req.sampling.seed = a->seed * 1000003 + static_cast<uint64_t>(i);
-                    std::string completion = tok->decode(generate(*llm, req)[0].text_tokens());
-                    ParsedProposal parsed = parse_proposal(completion);
-                    if (parsed.ok) {
-                        t = pipe.submit(parsed.source, set.apis, set.level, "proposer");
-                    } else {
-                        // Recorded, not repaired: the completion itself, with the reason.
-                        t = unvalidated_task(completion, set.apis, set.level, "proposer", "parse: " + parsed.reason);
-                        t.id = store.add_task(t);
-                    }
-                } else {
-                    GeneratedTask g = generate_task(catalog, set, sizes, rng);
-                    t = pipe.submit(g.source, g.apis, set.level, "symbolic");
-                }
-                if (t.valid)
-                    ++valid;
-                else
-                    failed[t.reason.substr(0, t.reason.find(':'))] += 1;
-                if (!a->as_json)
-                    std::printf("%4d  task %lld  %s  %s\n", i + 1, static_cast<long long>(t.id),
-                                t.valid ? "valid  " : "invalid", t.valid ? "" : t.reason.substr(0, 100).c_str());
-            }
-            nlohmann::json summary = {{"proposed", a->n},
-                                      {"valid", valid},
-                                      {"failed_checks", failed},
-                                      {"store", a->store},
-                                      {"stats", store.stats().to_json()}};
-            if (a->as_json)
-                std::cout << summary.dump() << "\n";
-            else
-                std::cout << "proposed " << a->n << ", valid " << valid << ", failures by check "
-                          << nlohmann::json(failed).dump() << "\n";
-            return 0;
-        } catch (const std::exception& e) {
-            return usage(e.what());
-        }
+        return run_propose(*a);
     };
 }
 
