@@ -105,173 +105,253 @@ private:
     std::set<std::string> used_;
 };
 
-void read_policy(TableReader& parent, const char* name, PolicySpec& p, const std::string& origin,
-                 const std::string& base_dir) {
-    TableReader r(parent.sub(name), name, origin);
-    r.path("model", p.model, base_dir);
-    r.path("tokenizer", p.tokenizer, base_dir);
-    r.path("adapter", p.adapter, base_dir);
-    r.get("full_finetune", p.full_finetune);
-    r.get("lora_rank", p.lora_rank);
-    r.get("lora_alpha", p.lora_alpha);
-    r.get("lora_targets", p.lora_targets);
-    r.get("lora_compute", p.lora_compute);
-    r.get("recompute", p.recompute);
-    r.get("lr", p.lr);
-    r.get("weight_decay", p.weight_decay);
-    r.get("max_grad_norm", p.max_grad_norm);
-    r.get("dtype", p.dtype);
-    r.finish();
-}
+// What a key's value must be (checked by validate()). Messages name the key: "'<key>' must be ...".
+struct AtLeast {  // value >= lo
+    double lo;
+    const char* why = nullptr;  // appended in parentheses
+};
+struct Positive {};  // value > 0
+struct OneOf {       // a string among these
+    std::vector<std::string> names;
+};
+struct Between {  // lo <= value <= hi, or lo < value < hi when open
+    double lo, hi;
+    bool open = false;
+};
 
 [[noreturn]] void bad(const std::string& key, const std::string& why) {
     throw std::invalid_argument("'" + key + "' " + why);
+}
+
+std::string number(double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+}
+
+// The field tables: each section lists its keys once, with the member each key sets and, where it
+// has one, its rule. Parsing, validation and to_json walk the same table with three visitors:
+//   v(key, member [, rule])       a value
+//   v.path(key, member)           a path (relative ones resolve against the config's directory)
+//   v.paths(key, member)          a list of paths
+const auto policy_fields = [](auto& p, auto& v) {
+    v.path("model", p.model);
+    v.path("tokenizer", p.tokenizer);
+    v.path("adapter", p.adapter);
+    v("full_finetune", p.full_finetune);
+    v("lora_rank", p.lora_rank, AtLeast{1});
+    v("lora_alpha", p.lora_alpha, Positive{});
+    v("lora_targets", p.lora_targets);
+    v("lora_compute", p.lora_compute, OneOf{{"adapter", "base"}});
+    v("recompute", p.recompute);
+    v("lr", p.lr, Positive{});
+    v("weight_decay", p.weight_decay);
+    v("max_grad_norm", p.max_grad_norm);
+    v("dtype", p.dtype, OneOf{{"float32", "bfloat16", "auto"}});
+};
+
+const auto propose_fields = [](auto& p, auto& v) {
+    v("enabled", p.enabled);
+    v("api_sets", p.api_sets, AtLeast{0});
+    v("samples_per_set", p.samples_per_set, AtLeast{1});
+    v("probe_samples", p.probe_samples, AtLeast{1});
+    v("max_new_tokens", p.max_new_tokens, AtLeast{1});
+    v("temperature", p.temperature);
+    v("top_p", p.top_p);
+    v("levels", p.levels);
+    v("target", p.target, Between{0, 1, true});
+    v("band_low", p.band_low);
+    v("band_high", p.band_high);
+    v("lambda_rep", p.lambda_rep);
+    v("min_valid", p.min_valid);
+    v("validation_workers", p.validation_workers, Between{1, 64});
+    v("sizes", p.sizes, OneOf{{"small", "typical"}});
+    v("advantage", p.advantage, OneOf{{"grpo", "dr_grpo"}});
+};
+
+const auto coder_phase_fields = [](auto& p, auto& v) {
+    v("steps", p.steps, AtLeast{0});
+    v("tasks_per_step", p.tasks_per_step, AtLeast{1});
+    v("group_size", p.group_size, AtLeast{2, "advantages are group-relative"});
+    v("max_new_tokens", p.max_new_tokens, AtLeast{1});
+    v("temperature", p.temperature);
+    v("top_p", p.top_p);
+    v("replay", p.replay, AtLeast{0});
+    v("micro_batch", p.micro_batch, AtLeast{1});
+    v("reward", p.reward);
+    v("gate", p.gate);
+    v("advantage", p.advantage);
+    v("lambda", p.lambda);
+    v("tau", p.tau);
+    v("s_max", p.s_max);
+    v("ema_decay", p.ema_decay);
+    v("eps_low", p.eps_low);
+    v("eps_high", p.eps_high);
+    v("kl_beta", p.kl_beta);
+    v("mask_overlong", p.mask_overlong);
+};
+
+const auto eval_fields = [](auto& p, auto& v) {
+    v.paths("tasks", p.tasks);
+    v("samples", p.samples, AtLeast{1});
+    v("every", p.every, AtLeast{1});
+    v("max_new_tokens", p.max_new_tokens);
+    v("temperature", p.temperature);
+};
+
+const auto verifier_fields = [](auto& p, auto& v) {
+    v("workers", p.workers, AtLeast{1});
+    v("in_flight", p.in_flight);
+    v("timing_iters", p.timing_iters);
+    v("trials", p.trials);
+    v("timeout_s", p.timeout_s);
+    v("policy", p.policy, OneOf{{"strict", "lenient"}});
+    v("url", p.url);
+};
+
+const auto sft_fields = [](auto& p, auto& v) {
+    v.path("data", p.data);
+    v.path("tasks", p.tasks);
+    v.path("candidates", p.candidates);
+    v("lr", p.lr, AtLeast{0});
+    v("epochs", p.epochs, AtLeast{1});
+    v("batch_size", p.batch_size, AtLeast{1});
+    v("max_tokens", p.max_tokens);
+    v.path("out", p.out);
+};
+
+// The top level's own keys (the sections are tables of their own).
+const auto top_fields = [](auto& c, auto& v) {
+    v("name", c.name);
+    v("seed", c.seed);
+    v("iterations", c.iterations, AtLeast{0});
+    v("device", c.device);
+    v("verify_device", c.verify_device);
+    v("backend", c.backend, OneOf{{"triton", "cuda"}});
+    v("format", c.format);
+    v.path("task_store", c.task_store);
+    v("warm_start", c.warm_start);
+};
+
+// Reads a table's keys into the members.
+struct ReadFields {
+    TableReader& r;
+    const std::string& base_dir;
+    template <class T, class... Rule>
+    void operator()(const char* key, T& out, const Rule&...) {
+        r.get(key, out);
+    }
+    void path(const char* key, std::string& out) { r.path(key, out, base_dir); }
+    void paths(const char* key, std::vector<std::string>& out) { r.paths(key, out, base_dir); }
+};
+
+// Writes the members as a JSON object.
+struct WriteFields {
+    nlohmann::json& j;
+    template <class T, class... Rule>
+    void operator()(const char* key, const T& value, const Rule&...) {
+        j[key] = value;
+    }
+    void path(const char* key, const std::string& value) { j[key] = value; }
+    void paths(const char* key, const std::vector<std::string>& value) { j[key] = value; }
+};
+
+// Checks each member against its rule; throws naming `prefix` + key.
+struct CheckFields {
+    std::string prefix;
+    template <class T>
+    void operator()(const char*, const T&) {}
+    template <class T>
+    void operator()(const char* key, const T& value, const AtLeast& rule) {
+        if (static_cast<double>(value) < rule.lo)
+            bad(prefix + key,
+                "must be >= " + number(rule.lo) + (rule.why ? std::string(" (") + rule.why + ")" : std::string()));
+    }
+    template <class T>
+    void operator()(const char* key, const T& value, const Positive&) {
+        if (!(static_cast<double>(value) > 0)) bad(prefix + key, "must be > 0");
+    }
+    template <class T>
+    void operator()(const char* key, const T& value, const Between& rule) {
+        const double x = static_cast<double>(value);
+        if (rule.open ? !(x > rule.lo && x < rule.hi) : !(x >= rule.lo && x <= rule.hi))
+            bad(prefix + key, "must lie in " + std::string(rule.open ? "(" : "[") + number(rule.lo) + ", " +
+                                  number(rule.hi) + (rule.open ? ")" : "]"));
+    }
+    void operator()(const char* key, const std::string& value, const OneOf& rule) {
+        for (const auto& n : rule.names)
+            if (value == n) return;
+        std::string list;
+        for (size_t i = 0; i < rule.names.size(); ++i)
+            list += (i == 0 ? "" : i + 1 == rule.names.size() ? " or " : ", ") + rule.names[i];
+        bad(prefix + key, "must be " + list);
+    }
+    void path(const char*, const std::string&) {}
+    void paths(const char*, const std::vector<std::string>&) {}
+};
+
+template <class S, class Fn>
+void read_section(TableReader& parent, const char* name, S& s, Fn fields, const std::string& origin,
+                  const std::string& base_dir) {
+    TableReader r(parent.sub(name), name, origin);
+    ReadFields v{r, base_dir};
+    fields(s, v);
+    r.finish();
+}
+
+template <class S, class Fn>
+nlohmann::json section_json(const S& s, Fn fields) {
+    nlohmann::json j = nlohmann::json::object();
+    WriteFields v{j};
+    fields(s, v);
+    return j;
+}
+
+template <class S, class Fn>
+void check_section(const std::string& name, const S& s, Fn fields) {
+    CheckFields v{name.empty() ? name : name + "."};
+    fields(s, v);
 }
 
 void check_policy(const std::string& name, const PolicySpec& p) {
     if (p.model.empty()) bad(name + ".model", "is required");
     if (p.model.rfind("init:", 0) == 0 && p.tokenizer.empty())
         bad(name + ".tokenizer", "is required for an init: model (it sets the vocabulary)");
-    if (p.lora_rank < 1) bad(name + ".lora_rank", "must be >= 1");
-    if (p.lora_alpha <= 0) bad(name + ".lora_alpha", "must be > 0");
-    if (p.lora_compute != "adapter" && p.lora_compute != "base") bad(name + ".lora_compute", "must be adapter or base");
-    if (p.lr <= 0) bad(name + ".lr", "must be > 0");
-    if (p.dtype != "auto" && p.dtype != "float32" && p.dtype != "bfloat16")
-        bad(name + ".dtype", "must be float32, bfloat16 or auto");
-}
-
-nlohmann::json policy_json(const PolicySpec& p) {
-    return {{"model", p.model},
-            {"tokenizer", p.tokenizer},
-            {"adapter", p.adapter},
-            {"full_finetune", p.full_finetune},
-            {"lora_rank", p.lora_rank},
-            {"lora_alpha", p.lora_alpha},
-            {"lora_targets", p.lora_targets},
-            {"lora_compute", p.lora_compute},
-            {"recompute", p.recompute},
-            {"lr", p.lr},
-            {"weight_decay", p.weight_decay},
-            {"max_grad_norm", p.max_grad_norm},
-            {"dtype", p.dtype}};
+    check_section(name, p, policy_fields);
 }
 
 }  // namespace
 
 void TrainConfig::validate() const {
-    if (iterations < 0) bad("iterations", "must be >= 0");
-    if (backend != "triton" && backend != "cuda") bad("backend", "must be triton or cuda");
+    check_section("", *this, top_fields);
     if (!format.empty() && format != "nvrtc" && format != "inline") bad("format", "must be nvrtc or inline");
     if (!format.empty() && backend != "cuda") bad("format", "applies to the cuda backend only");
     check_policy("coder", coder);
     if (propose.enabled) check_policy("proposer", proposer);
-    if (propose.api_sets < 0) bad("propose.api_sets", "must be >= 0");
-    if (propose.samples_per_set < 1) bad("propose.samples_per_set", "must be >= 1");
-    if (propose.probe_samples < 1) bad("propose.probe_samples", "must be >= 1");
-    if (propose.max_new_tokens < 1) bad("propose.max_new_tokens", "must be >= 1");
+    check_section("propose", propose, propose_fields);
     for (int l : propose.levels)
         if (l != 1 && l != 2) bad("propose.levels", "holds levels 1 and 2 only");
     if (propose.levels.empty()) bad("propose.levels", "must not be empty");
-    if (!(propose.target > 0 && propose.target < 1)) bad("propose.target", "must lie in (0, 1)");
     if (!(0 <= propose.band_low && propose.band_low <= propose.band_high && propose.band_high <= 1))
         bad("propose.band_low/band_high", "must satisfy 0 <= low <= high <= 1");
-    if (propose.sizes != "small" && propose.sizes != "typical") bad("propose.sizes", "must be small or typical");
-    if (propose.validation_workers < 1 || propose.validation_workers > 64)
-        bad("propose.validation_workers", "must lie in [1, 64]");
-    if (propose.advantage != "grpo" && propose.advantage != "dr_grpo")
-        bad("propose.advantage", "must be grpo or dr_grpo");
-    if (coder_phase.steps < 0) bad("coder_phase.steps", "must be >= 0");
-    if (coder_phase.tasks_per_step < 1) bad("coder_phase.tasks_per_step", "must be >= 1");
-    if (coder_phase.group_size < 2) bad("coder_phase.group_size", "must be >= 2 (advantages are group-relative)");
-    if (coder_phase.max_new_tokens < 1) bad("coder_phase.max_new_tokens", "must be >= 1");
-    if (coder_phase.micro_batch < 1) bad("coder_phase.micro_batch", "must be >= 1");
-    if (coder_phase.replay < 0) bad("coder_phase.replay", "must be >= 0");
-    if (eval.samples < 1) bad("eval.samples", "must be >= 1");
-    if (eval.every < 1) bad("eval.every", "must be >= 1");
-    if (verifier.workers < 1) bad("verifier.workers", "must be >= 1");
-    if (sft.epochs < 1) bad("sft.epochs", "must be >= 1");
-    if (sft.batch_size < 1) bad("sft.batch_size", "must be >= 1");
-    if (sft.lr < 0) bad("sft.lr", "must be >= 0");
+    check_section("coder_phase", coder_phase, coder_phase_fields);
+    check_section("eval", eval, eval_fields);
+    check_section("verifier", verifier, verifier_fields);
+    check_section("sft", sft, sft_fields);
     if (sft.tasks.empty() != sft.candidates.empty()) bad("sft.tasks/sft.candidates", "go together");
     if (warm_start && sft.data.empty() && sft.tasks.empty()) bad("warm_start", "needs sft.data or sft.tasks");
-    if (verifier.policy != "strict" && verifier.policy != "lenient")
-        bad("verifier.policy", "must be strict or lenient");
 }
 
 nlohmann::json TrainConfig::to_json() const {
-    const auto& p = propose;
-    const auto& c = coder_phase;
-    return {{"name", name},
-            {"seed", seed},
-            {"iterations", iterations},
-            {"device", device},
-            {"verify_device", verify_device},
-            {"backend", backend},
-            {"format", format},
-            {"task_store", task_store},
-            {"warm_start", warm_start},
-            {"coder", policy_json(coder)},
-            {"proposer", policy_json(proposer)},
-            {"propose",
-             {{"enabled", p.enabled},
-              {"api_sets", p.api_sets},
-              {"samples_per_set", p.samples_per_set},
-              {"probe_samples", p.probe_samples},
-              {"max_new_tokens", p.max_new_tokens},
-              {"temperature", p.temperature},
-              {"top_p", p.top_p},
-              {"levels", p.levels},
-              {"target", p.target},
-              {"band_low", p.band_low},
-              {"band_high", p.band_high},
-              {"lambda_rep", p.lambda_rep},
-              {"min_valid", p.min_valid},
-              {"validation_workers", p.validation_workers},
-              {"sizes", p.sizes},
-              {"advantage", p.advantage}}},
-            {"coder_phase",
-             {{"steps", c.steps},
-              {"tasks_per_step", c.tasks_per_step},
-              {"group_size", c.group_size},
-              {"max_new_tokens", c.max_new_tokens},
-              {"temperature", c.temperature},
-              {"top_p", c.top_p},
-              {"replay", c.replay},
-              {"micro_batch", c.micro_batch},
-              {"reward", c.reward},
-              {"gate", c.gate},
-              {"advantage", c.advantage},
-              {"lambda", c.lambda},
-              {"tau", c.tau},
-              {"s_max", c.s_max},
-              {"ema_decay", c.ema_decay},
-              {"eps_low", c.eps_low},
-              {"eps_high", c.eps_high},
-              {"kl_beta", c.kl_beta},
-              {"mask_overlong", c.mask_overlong}}},
-            {"eval",
-             {{"tasks", eval.tasks},
-              {"samples", eval.samples},
-              {"every", eval.every},
-              {"max_new_tokens", eval.max_new_tokens},
-              {"temperature", eval.temperature}}},
-            {"verifier",
-             {{"workers", verifier.workers},
-              {"in_flight", verifier.in_flight},
-              {"timing_iters", verifier.timing_iters},
-              {"trials", verifier.trials},
-              {"timeout_s", verifier.timeout_s},
-              {"policy", verifier.policy},
-              {"url", verifier.url}}},
-            {"sft",
-             {{"data", sft.data},
-              {"tasks", sft.tasks},
-              {"candidates", sft.candidates},
-              {"lr", sft.lr},
-              {"epochs", sft.epochs},
-              {"batch_size", sft.batch_size},
-              {"max_tokens", sft.max_tokens},
-              {"out", sft.out}}}};
+    nlohmann::json j = section_json(*this, top_fields);
+    j["coder"] = section_json(coder, policy_fields);
+    j["proposer"] = section_json(proposer, policy_fields);
+    j["propose"] = section_json(propose, propose_fields);
+    j["coder_phase"] = section_json(coder_phase, coder_phase_fields);
+    j["eval"] = section_json(eval, eval_fields);
+    j["verifier"] = section_json(verifier, verifier_fields);
+    j["sft"] = section_json(sft, sft_fields);
+    return j;
 }
 
 TrainConfig parse_train_config(const std::string& text, const std::string& origin, const std::string& base_dir) {
@@ -285,97 +365,18 @@ TrainConfig parse_train_config(const std::string& text, const std::string& origi
     }
     TrainConfig c;
     TableReader r(&root, "", origin);
-    r.get("name", c.name);
-    r.get("seed", c.seed);
-    r.get("iterations", c.iterations);
-    r.get("device", c.device);
-    r.get("verify_device", c.verify_device);
-    r.get("backend", c.backend);
-    r.get("format", c.format);
-    r.path("task_store", c.task_store, base_dir);
-    r.get("warm_start", c.warm_start);
-    read_policy(r, "coder", c.coder, origin, base_dir);
+    ReadFields top{r, base_dir};
+    top_fields(c, top);
+    read_section(r, "coder", c.coder, policy_fields, origin, base_dir);
     // The Proposer defaults to the Coder's base (its own copy and adapter).
     c.proposer = c.coder;
     c.proposer.adapter.clear();
-    read_policy(r, "proposer", c.proposer, origin, base_dir);
-    {
-        TableReader t(r.sub("propose"), "propose", origin);
-        auto& p = c.propose;
-        t.get("enabled", p.enabled);
-        t.get("api_sets", p.api_sets);
-        t.get("samples_per_set", p.samples_per_set);
-        t.get("probe_samples", p.probe_samples);
-        t.get("max_new_tokens", p.max_new_tokens);
-        t.get("temperature", p.temperature);
-        t.get("top_p", p.top_p);
-        t.get("levels", p.levels);
-        t.get("target", p.target);
-        t.get("band_low", p.band_low);
-        t.get("band_high", p.band_high);
-        t.get("lambda_rep", p.lambda_rep);
-        t.get("min_valid", p.min_valid);
-        t.get("validation_workers", p.validation_workers);
-        t.get("sizes", p.sizes);
-        t.get("advantage", p.advantage);
-        t.finish();
-    }
-    {
-        TableReader t(r.sub("coder_phase"), "coder_phase", origin);
-        auto& p = c.coder_phase;
-        t.get("steps", p.steps);
-        t.get("tasks_per_step", p.tasks_per_step);
-        t.get("group_size", p.group_size);
-        t.get("max_new_tokens", p.max_new_tokens);
-        t.get("temperature", p.temperature);
-        t.get("top_p", p.top_p);
-        t.get("replay", p.replay);
-        t.get("micro_batch", p.micro_batch);
-        t.get("reward", p.reward);
-        t.get("gate", p.gate);
-        t.get("advantage", p.advantage);
-        t.get("lambda", p.lambda);
-        t.get("tau", p.tau);
-        t.get("s_max", p.s_max);
-        t.get("ema_decay", p.ema_decay);
-        t.get("eps_low", p.eps_low);
-        t.get("eps_high", p.eps_high);
-        t.get("kl_beta", p.kl_beta);
-        t.get("mask_overlong", p.mask_overlong);
-        t.finish();
-    }
-    {
-        TableReader t(r.sub("eval"), "eval", origin);
-        t.paths("tasks", c.eval.tasks, base_dir);
-        t.get("samples", c.eval.samples);
-        t.get("every", c.eval.every);
-        t.get("max_new_tokens", c.eval.max_new_tokens);
-        t.get("temperature", c.eval.temperature);
-        t.finish();
-    }
-    {
-        TableReader t(r.sub("verifier"), "verifier", origin);
-        t.get("workers", c.verifier.workers);
-        t.get("in_flight", c.verifier.in_flight);
-        t.get("timing_iters", c.verifier.timing_iters);
-        t.get("trials", c.verifier.trials);
-        t.get("timeout_s", c.verifier.timeout_s);
-        t.get("policy", c.verifier.policy);
-        t.get("url", c.verifier.url);
-        t.finish();
-    }
-    {
-        TableReader t(r.sub("sft"), "sft", origin);
-        t.path("data", c.sft.data, base_dir);
-        t.path("tasks", c.sft.tasks, base_dir);
-        t.path("candidates", c.sft.candidates, base_dir);
-        t.get("lr", c.sft.lr);
-        t.get("epochs", c.sft.epochs);
-        t.get("batch_size", c.sft.batch_size);
-        t.get("max_tokens", c.sft.max_tokens);
-        t.path("out", c.sft.out, base_dir);
-        t.finish();
-    }
+    read_section(r, "proposer", c.proposer, policy_fields, origin, base_dir);
+    read_section(r, "propose", c.propose, propose_fields, origin, base_dir);
+    read_section(r, "coder_phase", c.coder_phase, coder_phase_fields, origin, base_dir);
+    read_section(r, "eval", c.eval, eval_fields, origin, base_dir);
+    read_section(r, "verifier", c.verifier, verifier_fields, origin, base_dir);
+    read_section(r, "sft", c.sft, sft_fields, origin, base_dir);
     r.finish();
     try {
         c.validate();
