@@ -7,13 +7,9 @@
 
 #include <torch/torch.h>
 
-namespace kz {
+#include "rl/policy_loss_config.h"
 
-struct PolicyLossConfig {
-    double eps_low = 0.2, eps_high = 0.28;  // ratio clipped to [1 - eps_low, 1 + eps_high]
-    double kl_beta = 0.0;                   // weight of the k3 KL to the reference policy
-    void validate() const;                  // throws std::invalid_argument
-};
+namespace kz {
 
 struct PolicyLossStats {
     double loss = 0, policy = 0, kl = 0;  // means over the masked tokens

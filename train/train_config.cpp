@@ -178,16 +178,16 @@ const auto coder_phase_fields = [](auto& p, auto& v) {
     v("top_p", p.top_p);
     v("replay", p.replay, AtLeast{0});
     v("micro_batch", p.micro_batch, AtLeast{1});
-    v("reward", p.reward);
-    v("gate", p.gate);
-    v("advantage", p.advantage);
-    v("lambda", p.lambda);
-    v("tau", p.tau);
-    v("s_max", p.s_max);
-    v("ema_decay", p.ema_decay);
-    v("eps_low", p.eps_low);
-    v("eps_high", p.eps_high);
-    v("kl_beta", p.kl_beta);
+    v("reward", p.reward.reward);
+    v("gate", p.reward.gate);
+    v("advantage", p.reward.advantage);
+    v("lambda", p.reward.lambda);
+    v("tau", p.reward.tau);
+    v("s_max", p.reward.s_max);
+    v("ema_decay", p.reward.ema_decay);
+    v("eps_low", p.loss.eps_low);
+    v("eps_high", p.loss.eps_high);
+    v("kl_beta", p.loss.kl_beta);
     v("mask_overlong", p.mask_overlong);
 };
 
@@ -335,6 +335,12 @@ void TrainConfig::validate() const {
     if (!(0 <= propose.band_low && propose.band_low <= propose.band_high && propose.band_high <= 1))
         bad("propose.band_low/band_high", "must satisfy 0 <= low <= high <= 1");
     check_section("coder_phase", coder_phase, coder_phase_fields);
+    try {  // the reward's and the loss's own rules
+        coder_phase.reward.validate();
+        coder_phase.loss.validate();
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("coder_phase: ") + e.what());
+    }
     check_section("eval", eval, eval_fields);
     check_section("verifier", verifier, verifier_fields);
     check_section("sft", sft, sft_fields);

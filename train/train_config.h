@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/policy_loss_config.h"
+#include "rl/rewards.h"
 #include "verify/service.h"
 
 namespace kz {
@@ -63,9 +65,8 @@ struct CoderPhase {
     double temperature = 1.0, top_p = 1.0;
     int replay = 2;  // older stored tasks mixed into each iteration's pool
     int64_t micro_batch = 8;
-    std::string reward = "ca_grpo", gate = "group", advantage = "grpo";
-    double lambda = 1.0, tau = 0.5, s_max = 4.0, ema_decay = 0.9;
-    double eps_low = 0.2, eps_high = 0.28, kl_beta = 0.0;
+    RewardConfig reward;    // keys reward, gate, advantage, lambda, tau, s_max, ema_decay
+    PolicyLossConfig loss;  // keys eps_low, eps_high, kl_beta
     bool mask_overlong = true;
 };
 

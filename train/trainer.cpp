@@ -39,13 +39,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
           fo.target = cfg.propose.target;
           return fo;
       }()),
-      rewards_([&] {
-          RewardConfig rc;
-          const auto& c = cfg.coder_phase;
-          rc.reward = c.reward, rc.gate = c.gate, rc.advantage = c.advantage;
-          rc.lambda = c.lambda, rc.tau = c.tau, rc.s_max = c.s_max, rc.ema_decay = c.ema_decay;
-          return rc;
-      }()) {
+      rewards_(cfg.coder_phase.reward) {
     if (!ranks_.leader()) set_train_output(false);
     // The leader creates (or opens) the run directory and writes the models the others load.
     std::string coder_dir, proposer_dir;
@@ -182,9 +176,7 @@ CoderStepConfig Trainer::coder_cfg(int G, int64_t max_new_tokens, double tempera
     c.temperature = temperature;
     c.top_p = top_p;
     c.seed = seed;
-    c.loss.eps_low = cfg_.coder_phase.eps_low;
-    c.loss.eps_high = cfg_.coder_phase.eps_high;
-    c.loss.kl_beta = cfg_.coder_phase.kl_beta;
+    c.loss = cfg_.coder_phase.loss;
     c.mask_overlong = cfg_.coder_phase.mask_overlong;
     c.micro_batch = cfg_.coder_phase.micro_batch;
     return c;
