@@ -166,6 +166,14 @@ struct Tokenizer::Impl {
 
     void bpe(const std::string& piece, std::vector<int64_t>& out) const;
     void encode_text(const std::string& text, std::vector<int64_t>& out) const;
+
+    // Tokenizer::load's parts, each reading one section of tokenizer.json (`path`, named in errors).
+    void read_model(const json& model, const std::string& path);
+    void read_added_tokens(const json& j, const std::string& path);
+    void read_normalizer(const json& j, const std::string& path);
+    void read_pre_tokenizer(const json& j, const std::string& path);
+    // tokenizer_config.json, when the directory has one: the eos and pad tokens, the chat template.
+    void read_config(const std::string& dir);
 };
 
 void Tokenizer::Impl::bpe(const std::string& piece, std::vector<int64_t>& out) const {
@@ -247,115 +255,140 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
+namespace {
+
+[[noreturn]] void fail_at(const std::string& path, const std::string& why) {
+    throw std::runtime_error(path + ": " + why);
+}
+
+}  // namespace
+
+void Tokenizer::Impl::read_model(const json& model, const std::string& path) {
+    if (model.value("type", std::string("BPE")) != "BPE")
+        fail_at(path, "unsupported model type " + model["type"].dump());
+    if (model.value("byte_fallback", false)) fail_at(path, "byte_fallback BPE is not supported");
+    ignore_merges = model.value("ignore_merges", false);
+    for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
+        int64_t id = it->get<int64_t>();
+        vocab[it.key()] = id;
+        if (id < 0) fail_at(path, "negative id in vocab");
+        if (static_cast<size_t>(id) >= id_to_token.size()) id_to_token.resize(id + 1);
+        id_to_token[id] = it.key();
+    }
+    int rank = 0;
+    for (const auto& m : model.at("merges")) {
+        std::string a, b;
+        if (m.is_string()) {  // "a b"
+            std::string s = m.get<std::string>();
+            auto sp = s.find(' ');
+            if (sp == std::string::npos) fail_at(path, "merge \"" + s + "\" has no space");
+            a = s.substr(0, sp), b = s.substr(sp + 1);
+        } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
+            a = m[0].get<std::string>(), b = m[1].get<std::string>();
+        } else {
+            fail_at(path, "merge entry " + m.dump() + " is neither \"a b\" nor [a, b]");
+        }
+        merge_rank.emplace(a + '\0' + b, rank++);
+    }
+}
+
+void Tokenizer::Impl::read_added_tokens(const json& j, const std::string& path) {
+    if (!j.contains("added_tokens") || !j["added_tokens"].is_array()) return;
+    for (const auto& t : j["added_tokens"]) {
+        AddedToken a{t.at("id").get<int64_t>(), t.at("content").get<std::string>(), t.value("special", false)};
+        if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
+            fail_at(path, "added token " + a.content + ": lstrip/rstrip/single_word are not supported");
+        if (a.content.empty()) fail_at(path, "added token with empty content");
+        added_by_id[a.id] = added.size();
+        added_by_content[a.content] = a.id;
+        if (static_cast<size_t>(a.id) >= id_to_token.size()) id_to_token.resize(a.id + 1);
+        id_to_token[a.id] = a.content;
+        added.push_back(std::move(a));
+    }
+}
+
+void Tokenizer::Impl::read_normalizer(const json& j, const std::string& path) {
+    const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
+    if (norm.is_null()) return;
+    if (norm.value("type", std::string()) == "NFC")
+        normalize_nfc = true;
+    else
+        fail_at(path, "unsupported normalizer " + norm.value("type", norm.dump()));
+}
+
+void Tokenizer::Impl::read_pre_tokenizer(const json& j, const std::string& path) {
+    const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+    std::vector<json> steps;
+    if (pre.is_object() && pre.value("type", std::string()) == "Sequence")
+        steps = pre.at("pretokenizers").get<std::vector<json>>();
+    else if (!pre.is_null())
+        steps.push_back(pre);
+    bool byte_level = false;
+    for (const auto& s : steps) {
+        std::string type = s.value("type", std::string());
+        if (type == "Split") {
+            if (s.value("behavior", std::string()) != "Isolated" || s.value("invert", false))
+                fail_at(path, "unsupported Split pre-tokenizer (only behavior Isolated, invert false)");
+            if (!s.contains("pattern") || !s["pattern"].contains("Regex"))
+                fail_at(path, "Split pre-tokenizer without a Regex pattern");
+            if (split_regex) fail_at(path, "more than one Split pre-tokenizer");
+            split_regex = std::make_unique<Regex>(onig_compatible(s["pattern"]["Regex"].get<std::string>()));
+        } else if (type == "ByteLevel") {
+            if (s.value("add_prefix_space", false)) fail_at(path, "ByteLevel add_prefix_space is not supported");
+            if (s.value("use_regex", true)) {
+                if (split_regex) fail_at(path, "ByteLevel use_regex after a Split pre-tokenizer");
+                split_regex = std::make_unique<Regex>(onig_compatible(kGpt2Pattern));
+            }
+            byte_level = true;
+        } else {
+            fail_at(path, "unsupported pre-tokenizer \"" + type + "\"");
+        }
+    }
+    if (!byte_level) fail_at(path, "only byte-level BPE tokenizers are supported (no ByteLevel pre-tokenizer)");
+}
+
+void Tokenizer::Impl::read_config(const std::string& dir) {
+    std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
+    std::error_code ec;
+    if (!fs::exists(cfg_path, ec)) return;
+    json c;
+    try {
+        c = json::parse(read_file(cfg_path));
+    } catch (const json::parse_error& e) {
+        throw std::runtime_error(cfg_path + ": not valid JSON: " + e.what());
+    }
+    auto id_of = [&](const char* key) -> std::optional<int64_t> {
+        if (!c.contains(key)) return std::nullopt;
+        std::string s = token_content(c[key]);
+        if (auto it = added_by_content.find(s); it != added_by_content.end()) return it->second;
+        if (auto it = vocab.find(s); it != vocab.end()) return it->second;
+        return std::nullopt;
+    };
+    eos = id_of("eos_token");
+    pad = id_of("pad_token");
+    if (c.contains("chat_template") && c["chat_template"].is_string()) chat_template = c["chat_template"];
+}
+
 Tokenizer Tokenizer::load(const std::string& dir) {
     std::string path = (fs::path(dir) / "tokenizer.json").string();
     std::error_code ec;
     if (!fs::exists(path, ec)) throw std::runtime_error(dir + ": no tokenizer.json");
-    auto fail = [&](const std::string& why) { throw std::runtime_error(path + ": " + why); };
     json j;
     try {
         j = json::parse(read_file(path));
     } catch (const json::parse_error& e) {
-        fail(std::string("not valid JSON: ") + e.what());
+        fail_at(path, std::string("not valid JSON: ") + e.what());
     }
     auto impl = std::make_unique<Impl>();
     try {
-        const json& model = j.at("model");
-        if (model.value("type", std::string("BPE")) != "BPE") fail("unsupported model type " + model["type"].dump());
-        if (model.value("byte_fallback", false)) fail("byte_fallback BPE is not supported");
-        impl->ignore_merges = model.value("ignore_merges", false);
-        for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
-            int64_t id = it->get<int64_t>();
-            impl->vocab[it.key()] = id;
-            if (id < 0) fail("negative id in vocab");
-            if (static_cast<size_t>(id) >= impl->id_to_token.size()) impl->id_to_token.resize(id + 1);
-            impl->id_to_token[id] = it.key();
-        }
-        int rank = 0;
-        for (const auto& m : model.at("merges")) {
-            std::string a, b;
-            if (m.is_string()) {  // "a b"
-                std::string s = m.get<std::string>();
-                auto sp = s.find(' ');
-                if (sp == std::string::npos) fail("merge \"" + s + "\" has no space");
-                a = s.substr(0, sp), b = s.substr(sp + 1);
-            } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
-                a = m[0].get<std::string>(), b = m[1].get<std::string>();
-            } else {
-                fail("merge entry " + m.dump() + " is neither \"a b\" nor [a, b]");
-            }
-            impl->merge_rank.emplace(a + '\0' + b, rank++);
-        }
-        if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-            for (const auto& t : j["added_tokens"]) {
-                AddedToken a{t.at("id").get<int64_t>(), t.at("content").get<std::string>(), t.value("special", false)};
-                if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false))
-                    fail("added token " + a.content + ": lstrip/rstrip/single_word are not supported");
-                if (a.content.empty()) fail("added token with empty content");
-                impl->added_by_id[a.id] = impl->added.size();
-                impl->added_by_content[a.content] = a.id;
-                if (static_cast<size_t>(a.id) >= impl->id_to_token.size()) impl->id_to_token.resize(a.id + 1);
-                impl->id_to_token[a.id] = a.content;
-                impl->added.push_back(std::move(a));
-            }
-        }
-        const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
-        if (!norm.is_null()) {
-            if (norm.value("type", std::string()) == "NFC")
-                impl->normalize_nfc = true;
-            else
-                fail("unsupported normalizer " + norm.value("type", norm.dump()));
-        }
-        const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
-        std::vector<json> steps;
-        if (pre.is_object() && pre.value("type", std::string()) == "Sequence")
-            steps = pre.at("pretokenizers").get<std::vector<json>>();
-        else if (!pre.is_null())
-            steps.push_back(pre);
-        bool byte_level = false;
-        for (const auto& s : steps) {
-            std::string type = s.value("type", std::string());
-            if (type == "Split") {
-                if (s.value("behavior", std::string()) != "Isolated" || s.value("invert", false))
-                    fail("unsupported Split pre-tokenizer (only behavior Isolated, invert false)");
-                if (!s.contains("pattern") || !s["pattern"].contains("Regex"))
-                    fail("Split pre-tokenizer without a Regex pattern");
-                if (impl->split_regex) fail("more than one Split pre-tokenizer");
-                impl->split_regex = std::make_unique<Regex>(onig_compatible(s["pattern"]["Regex"].get<std::string>()));
-            } else if (type == "ByteLevel") {
-                if (s.value("add_prefix_space", false)) fail("ByteLevel add_prefix_space is not supported");
-                if (s.value("use_regex", true)) {
-                    if (impl->split_regex) fail("ByteLevel use_regex after a Split pre-tokenizer");
-                    impl->split_regex = std::make_unique<Regex>(onig_compatible(kGpt2Pattern));
-                }
-                byte_level = true;
-            } else {
-                fail("unsupported pre-tokenizer \"" + type + "\"");
-            }
-        }
-        if (!byte_level) fail("only byte-level BPE tokenizers are supported (no ByteLevel pre-tokenizer)");
+        impl->read_model(j.at("model"), path);
+        impl->read_added_tokens(j, path);
+        impl->read_normalizer(j, path);
+        impl->read_pre_tokenizer(j, path);
     } catch (const json::exception& e) {
-        fail(std::string("unexpected structure: ") + e.what());
+        fail_at(path, std::string("unexpected structure: ") + e.what());
     }
-    std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
-    if (fs::exists(cfg_path, ec)) {
-        json c;
-        try {
-            c = json::parse(read_file(cfg_path));
-        } catch (const json::parse_error& e) {
-            throw std::runtime_error(cfg_path + ": not valid JSON: " + e.what());
-        }
-        auto id_of = [&](const char* key) -> std::optional<int64_t> {
-            if (!c.contains(key)) return std::nullopt;
-            std::string s = token_content(c[key]);
-            if (auto it = impl->added_by_content.find(s); it != impl->added_by_content.end()) return it->second;
-            if (auto it = impl->vocab.find(s); it != impl->vocab.end()) return it->second;
-            return std::nullopt;
-        };
-        impl->eos = id_of("eos_token");
-        impl->pad = id_of("pad_token");
-        if (c.contains("chat_template") && c["chat_template"].is_string()) impl->chat_template = c["chat_template"];
-    }
+    impl->read_config(dir);
     return Tokenizer(std::move(impl));
 }
 
