@@ -1,4 +1,5 @@
 #include "tasks/symbolic.h"
+#include "tasks/symbolic_builder.h"
 
 #include <algorithm>
 #include <map>
@@ -9,27 +10,29 @@
 
 namespace kz {
 
+namespace symbolic {
+
+int64_t vary(int64_t base, std::mt19937_64& rng) {
+    static const double f[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0};
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(base) * f[std::uniform_int_distribution<int>(0, 5)(rng)]));
+}
+
+std::string in_domain(const std::string& v, const std::string& domain) {
+    if (domain == "positive") return "(torch.abs(" + v + ") + 0.1)";
+    if (domain == "bounded") return "torch.tanh(" + v + ")";
+    return v;
+}
+
+}  // namespace symbolic
+
 namespace {
 
-using Shape = std::vector<int64_t>;
+using namespace symbolic;
 
 const std::vector<std::string> kHeavy = {"convolution", "transposed_convolution", "linear_algebra", "attention"};
 const std::vector<std::string> kEpilogue = {"activation", "elementwise", "reduction", "normalization",
                                             "pooling",    "softmax",     "scan"};
-
-template <class T>
-const T& pick(const std::vector<T>& v, std::mt19937_64& rng) {
-    if (v.empty()) throw std::logic_error("pick from an empty set");
-    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
-}
-
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
-
-std::string shape_args(const Shape& s) {
-    std::string r;
-    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-    return r;
-}
 
 // Where an API goes in the forward: spatial heavy operators first, losses last.
 int stage_of(const ApiSpec& a) {
@@ -41,65 +44,6 @@ int stage_of(const ApiSpec& a) {
     if (a.output == "index") return 5;
     if (a.category == "loss") return 6;
     return 3;
-}
-
-struct Builder {
-    const ApiSpec* api = nullptr;
-    SizeProfile sizes;
-    std::mt19937_64& rng;
-    std::vector<std::string> init, body, input_exprs, params;
-    std::string cur;  // the running value
-    Shape shape;      // its shape (empty: 0-dim)
-    bool is_index = false;
-    int vars = 0, mods = 0;
-
-    Builder(SizeProfile s, std::mt19937_64& r) : sizes(s), rng(r) {}
-    bool small() const { return sizes == SizeProfile::small; }
-
-    std::string new_input(const Shape& s, const std::string& expr = "") {
-        std::string name = "a" + std::to_string(params.size());
-        params.push_back(name);
-        input_exprs.push_back(expr.empty() ? "torch.randn(" + shape_args(s) + ")" : expr);
-        return name;
-    }
-    void assign(const std::string& expr, Shape s) {
-        std::string v = "v" + std::to_string(++vars);
-        body.push_back(v + " = " + expr);
-        cur = v;
-        shape = std::move(s);
-    }
-    int64_t dim(size_t i) const { return shape.at(i); }
-
-    // Reshapes the running value to `rank` dims: trailing dims merged, or leading ones added.
-    void to_rank(size_t rank) {
-        if (shape.size() == rank) return;
-        Shape s;
-        if (shape.size() > rank) {
-            s.assign(shape.begin(), shape.begin() + static_cast<long>(rank) - 1);
-            s.push_back(numel(shape) / std::max<int64_t>(1, numel(s)));
-        } else {
-            s.assign(rank - shape.size(), 1);
-            s.insert(s.end(), shape.begin(), shape.end());
-        }
-        assign(cur + ".reshape(" + shape_args(s) + ")", s);
-    }
-    void fit_rank(const ApiSpec& a) {
-        if (static_cast<int>(shape.size()) > a.max_rank) to_rank(static_cast<size_t>(a.max_rank));
-        if (static_cast<int>(shape.size()) < a.min_rank) to_rank(static_cast<size_t>(a.min_rank));
-    }
-    void as_float() {
-        if (is_index) {
-            assign(cur + ".float()", shape);
-            is_index = false;
-        }
-    }
-};
-
-// A size near `base` (x 1/2 .. x 2 in powers of two, or +-25%): varied tasks from one API set.
-int64_t vary(int64_t base, std::mt19937_64& rng) {
-    static const double f[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0};
-    return std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(base) * f[std::uniform_int_distribution<int>(0, 5)(rng)]));
 }
 
 // The first value: shaped for the leading API.
@@ -147,10 +91,6 @@ void seed_input(Builder& b, const ApiSpec& a) {
     b.shape = shape;
 }
 
-int64_t conv_out(int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil = 1) {
-    return (in + 2 * pad - dil * (k - 1) - 1) / st + 1;
-}
-
 std::map<std::string, std::string> choose_params(const ApiSpec& a, std::mt19937_64& rng) {
     std::map<std::string, std::string> p;
     for (auto it = a.params.begin(); it != a.params.end(); ++it) {
@@ -178,353 +118,6 @@ std::string fill(std::string t, const std::map<std::string, std::string>& subs) 
         out.push_back(t[i++]);
     }
     return out;
-}
-
-// The operand as the API's input domain wants it.
-std::string in_domain(const std::string& v, const std::string& domain) {
-    if (domain == "positive") return "(torch.abs(" + v + ") + 0.1)";
-    if (domain == "bounded") return "torch.tanh(" + v + ")";
-    return v;
-}
-
-int64_t largest_divisor_at_most(int64_t n, int64_t cap) {
-    for (int64_t d = std::min(n, cap); d > 1; --d)
-        if (n % d == 0) return d;
-    return 1;
-}
-
-// What a kind's shape rule sees and sets: the builder, the API, its kind, the template's
-// substitutions and the output shape (the input's unless the rule changes it), the input's rank and
-// the chosen reduction dimension.
-struct Step {
-    Builder& b;
-    const ApiSpec& a;
-    const std::string& k;
-    std::map<std::string, std::string>& subs;
-    Shape& out;
-    size_t r;
-    int64_t dim;
-};
-
-void rule_same_shape(Step&) {}
-
-void rule_transpose(Step& step) {
-    auto& out = step.out;
-    const auto r = step.r;
-    std::swap(out[r - 1], out[r - 2]);
-}
-
-void rule_index_half(Step& step) {
-    auto& out = step.out;
-    const auto r = step.r;
-    out[r - 1] = (out[r - 1] + 1) / 2;
-}
-
-void rule_topk(Step& step) {
-    auto& subs = step.subs;
-    auto& out = step.out;
-    const auto r = step.r;
-    int64_t kk = std::min<int64_t>(std::stoll(subs.count("k") ? subs["k"] : "4"), out[r - 1]);
-    subs["k"] = std::to_string(kk);
-    out[r - 1] = kk;
-}
-
-void rule_binary_same(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto operand = [&](const std::string& v) { return in_domain(v, step.a.domain); };
-    subs["y"] = operand(b.new_input(b.shape));
-}
-
-void rule_reduce_dim(Step& step) {
-    auto& out = step.out;
-    const auto dim = step.dim;
-    out.erase(out.begin() + dim);
-}
-
-void rule_reduce_keepdim(Step& step) {
-    auto& out = step.out;
-    const auto dim = step.dim;
-    out[static_cast<size_t>(dim)] = 1;
-}
-
-void rule_norm_channel(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    int64_t c = b.shape[1];
-    subs["channels"] = std::to_string(c);
-    subs["groups"] = std::to_string(largest_divisor_at_most(c, 4));
-}
-
-void rule_linear(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t n = vary(b.small() ? 48 : 4096, b.rng);
-    subs["in_features"] = std::to_string(b.shape.back());
-    subs["out_features"] = std::to_string(n);
-    out.back() = n;
-}
-
-void rule_bilinear(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    b.to_rank(2);
-    subs["x"] = b.cur;
-    subs["y"] = b.new_input(b.shape);
-    int64_t n = b.small() ? 24 : 1024;
-    subs["in_features"] = std::to_string(b.shape[1]);
-    subs["out_features"] = std::to_string(n);
-    out = {b.shape[0], n};
-}
-
-void rule_matmul(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    const auto r = step.r;
-    int64_t n = vary(b.small() ? 24 : 2048, b.rng);
-    Shape y = b.shape;
-    y[r - 2] = b.shape[r - 1];
-    y[r - 1] = n;
-    subs["y"] = b.new_input(y);
-    out[r - 1] = n;
-}
-
-void rule_matmul_tb(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t n = b.small() ? 24 : 2048;
-    subs["y"] = b.new_input({n, b.shape[1]});
-    out = {b.shape[0], n};
-}
-
-void rule_matmul_ta(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t n = b.small() ? 24 : 2048;
-    subs["y"] = b.new_input({b.shape[0], n});
-    out = {b.shape[1], n};
-}
-
-void rule_matvec(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    subs["y"] = b.new_input({b.shape[1], 1});
-    out = {b.shape[0], 1};
-}
-
-void rule_square_matmul(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    auto operand = [&](const std::string& v) { return in_domain(v, step.a.domain); };
-    int64_t s = std::min(b.shape[0], b.shape[1]);
-    if (b.shape[0] != b.shape[1]) b.assign(b.cur + "[:" + std::to_string(s) + ", :" + std::to_string(s) + "]", {s, s});
-    subs["x"] = operand(b.cur);
-    subs["y"] = b.new_input({s, s});
-    out = {s, s};
-}
-
-void rule_diag_matmul(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    subs["d"] = b.new_input({b.shape[0]});
-}
-
-void rule_outer(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t cap = b.small() ? 64 : 4096;
-    if (b.shape[0] > cap) b.assign(b.cur + "[:" + std::to_string(cap) + "]", {cap});
-    subs["x"] = b.cur;
-    int64_t n = b.small() ? 48 : 4096;
-    subs["y"] = b.new_input({n});
-    out = {b.shape[0], n};
-}
-
-void rule_bmm(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t n = b.small() ? 8 : 512;
-    subs["y"] = b.new_input({b.shape[0], b.shape[2], n});
-    out = {b.shape[0], b.shape[1], n};
-}
-
-void rule_tensor3_matmul(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    int64_t n = b.small() ? 8 : 512;
-    subs["y"] = b.new_input({b.shape[2], n});
-    out = {b.shape[0], b.shape[1], n};
-}
-
-void rule_attention(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    subs["q"] = b.cur;
-    subs["k"] = b.new_input(b.shape);
-    subs["v"] = b.new_input(b.shape);
-    subs["scale"] = std::to_string(1.0 / std::sqrt(static_cast<double>(b.shape[3])));
-}
-
-void rule_mha(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    int64_t e = b.shape[2];
-    subs["embed"] = std::to_string(e);
-    subs["heads"] = std::to_string(largest_divisor_at_most(e, 8));
-}
-
-void rule_conv_or_pool(Step& step) {
-    auto& b = step.b;
-    auto& a = step.a;
-    auto& k = step.k;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    const auto r = step.r;
-    const int d = static_cast<int>(r) - 2;
-    int64_t cin = b.shape[1];
-    int64_t cout = vary(b.small() ? 12 : 64, b.rng);
-    int64_t groups = 1;
-    if (k == "conv_depthwise") cout = cin;
-    if (k == "conv_grouped" || k == "conv_transpose_grouped") {
-        groups = largest_divisor_at_most(cin, 4);
-        cout = groups * (b.small() ? 3 : 16);
-    }
-    subs["c_in"] = std::to_string(cin), subs["c_out"] = std::to_string(cout), subs["groups"] = std::to_string(groups);
-    int64_t kernel = std::stoll(subs.count("kernel") ? subs["kernel"] : "3");
-    int64_t stride = std::stoll(subs.count("stride") ? subs["stride"] : "1");
-    int64_t pad = std::stoll(subs.count("padding") ? subs["padding"] : "0");
-    int64_t dil = a.module.find("dilation=2") != std::string::npos ? 2 : 1;
-    if (a.module.find("padding=1, groups") != std::string::npos || k == "conv_grouped") pad = 1, kernel = 3;
-    if (k == "conv_transpose_grouped") kernel = 3, stride = 2, pad = 1;
-    if (k == "conv_asym") kernel = 3, pad = 1;  // (3, 5) with (1, 2) keeps every side
-    // A kernel larger than the padded input is shrunk (and a pool's padding kept under half of it).
-    int64_t smallest = *std::min_element(b.shape.begin() + 2, b.shape.end());
-    if (k != "conv_transpose" && k != "conv_transpose_grouped") {
-        while (kernel > 1 && dil * (kernel - 1) + 1 > smallest + 2 * pad) --kernel;
-        if (k == "pool" && 2 * pad > kernel) pad = kernel / 2;
-    } else {
-        if (pad >= kernel) pad = kernel - 1;
-    }
-    subs["kernel"] = std::to_string(kernel), subs["stride"] = std::to_string(stride),
-    subs["padding"] = std::to_string(pad);
-    subs["output_padding"] = "0";
-    out = b.shape;
-    out[1] = k == "pool" ? cin : cout;
-    for (int i = 0; i < d; ++i) {
-        int64_t in = b.shape[2 + i];
-        int64_t o;
-        if (k == "conv_transpose" || k == "conv_transpose_grouped")
-            o = (in - 1) * stride - 2 * pad + kernel;
-        else if (k == "conv_asym")
-            o = in;
-        else
-            o = conv_out(in, kernel, stride, pad, dil);
-        out[2 + i] = o;
-    }
-    if (a.name == "lp_pool2d") subs["x"] = in_domain(b.cur, "positive");
-}
-
-void rule_adaptive_pool(Step& step) {
-    auto& subs = step.subs;
-    auto& out = step.out;
-    const auto r = step.r;
-    int64_t os = std::stoll(subs.count("output_size") ? subs["output_size"] : "1");
-    for (size_t i = 2; i < r; ++i) out[i] = os;
-}
-
-void rule_global_pool(Step& step) {
-    auto& b = step.b;
-    auto& out = step.out;
-    out = {b.shape[0], b.shape[1]};
-}
-
-void rule_flatten(Step& step) {
-    auto& b = step.b;
-    auto& out = step.out;
-    out = {b.shape[0], numel(b.shape) / b.shape[0]};
-}
-
-void rule_loss(Step& step) {
-    auto& b = step.b;
-    auto& a = step.a;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    subs["y"] = b.new_input(b.shape);
-    if (a.arity == 3) subs["z"] = b.new_input(b.shape);
-    out = {};
-}
-
-void rule_loss_triplet(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    b.to_rank(2);
-    subs["x"] = b.cur;
-    subs["y"] = b.new_input(b.shape);
-    subs["z"] = b.new_input(b.shape);
-    out = {};
-}
-
-void rule_loss_class(Step& step) {
-    auto& b = step.b;
-    auto& subs = step.subs;
-    auto& out = step.out;
-    b.as_float();
-    b.to_rank(2);
-    subs["x"] = b.cur;
-    subs["target"] =
-        b.new_input({}, "torch.randint(0, " + std::to_string(b.shape[1]) + ", (" + std::to_string(b.shape[0]) + ",))");
-    out = {};
-}
-
-using ShapeRule = void (*)(Step&);
-
-// The shape rule of each kind of API (api_catalog.json's "kind"); every conv* kind shares one.
-ShapeRule shape_rule(const std::string& kind) {
-    static const std::map<std::string, ShapeRule> rules = {
-        {"same", rule_same_shape},
-        {"norm_last", rule_same_shape},
-        {"transpose", rule_transpose},
-        {"index_half", rule_index_half},
-        {"topk", rule_topk},
-        {"binary_same", rule_binary_same},
-        {"reduce_dim", rule_reduce_dim},
-        {"reduce_keepdim", rule_reduce_keepdim},
-        {"norm_channel", rule_norm_channel},
-        {"linear", rule_linear},
-        {"bilinear", rule_bilinear},
-        {"matmul", rule_matmul},
-        {"matmul_tb", rule_matmul_tb},
-        {"matmul_ta", rule_matmul_ta},
-        {"matvec", rule_matvec},
-        {"square_matmul", rule_square_matmul},
-        {"diag_matmul", rule_diag_matmul},
-        {"outer", rule_outer},
-        {"bmm", rule_bmm},
-        {"tensor3_matmul", rule_tensor3_matmul},
-        {"attention", rule_attention},
-        {"mha", rule_mha},
-        {"pool", rule_conv_or_pool},
-        {"adaptive_pool", rule_adaptive_pool},
-        {"global_pool", rule_global_pool},
-        {"flatten", rule_flatten},
-        {"loss", rule_loss},
-        {"loss_triplet", rule_loss_triplet},
-        {"loss_class", rule_loss_class},
-    };
-    if (auto it = rules.find(kind); it != rules.end()) return it->second;
-    if (kind.rfind("conv", 0) == 0) return rule_conv_or_pool;
-    throw std::logic_error("no shape rule for kind " + kind);
 }
 
 void apply(Builder& b, const ApiSpec& a) {
