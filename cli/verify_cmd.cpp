@@ -117,18 +117,30 @@ int verify_batch(VerifyService& verifier, const VerifyArgs& a, double started_s)
         return usage_error("verify", e.what());
     }
     const double batch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count();
+    const nlohmann::json start_stages = verifier.start_stages();
+    std::string parts;  // where the start went, in the order of its parts
+    for (const std::string name : {"probe_s", "workers_s", "warm_up_s", "capacity_s"}) {
+        const nlohmann::json secs = start_stages.value(name, nlohmann::json());
+        if (!secs.is_number()) continue;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%s %.1f", parts.empty() ? "" : ", ", name.substr(0, name.rfind("_s")).c_str(),
+                      secs.get<double>());
+        parts += buf;
+    }
     std::string counts;
     for (auto& [k, n] : s.by_status) counts += " " + k + "=" + std::to_string(n);
     std::printf("verified %d of %d jobs (%d already in %s)%s%s\n", s.done, s.total, s.skipped, a.out.c_str(),
                 counts.c_str(), s.interrupted ? "; interrupted, re-run to finish" : "");
     std::printf(
-        "verifier started in %.1f s (%d lanes, %d compile workers); the batch took %.1f s = %.1f verdicts per "
-        "minute\n",
-        started_s, started.lanes, started.compile_workers, batch_s, batch_s > 0 ? s.done * 60.0 / batch_s : 0.0);
+        "verifier started in %.1f s (%d lanes, %d compile workers%s%s); the batch took %.1f s = %.1f verdicts "
+        "per minute\n",
+        started_s, started.lanes, started.compile_workers, parts.empty() ? "" : "; ", parts.c_str(), batch_s,
+        batch_s > 0 ? s.done * 60.0 / batch_s : 0.0);
     if (a.json) {
-        nlohmann::json j = {
-            {"done", s.done},         {"total", s.total},   {"skipped", s.skipped},    {"interrupted", s.interrupted},
-            {"started_s", started_s}, {"batch_s", batch_s}, {"by_status", s.by_status}};
+        nlohmann::json j = {{"done", s.done},         {"total", s.total},
+                            {"skipped", s.skipped},   {"interrupted", s.interrupted},
+                            {"started_s", started_s}, {"start_stages", start_stages},
+                            {"batch_s", batch_s},     {"by_status", s.by_status}};
         std::cout << j.dump() << std::endl;
     }
     return s.interrupted ? 130 : 0;

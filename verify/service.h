@@ -73,6 +73,8 @@ public:
     virtual void shutdown() = 0;
     // The settings verdicts are asked with (a farm's daemons must verify with the same).
     virtual const VerifyOptions& options() const = 0;
+    // Seconds each part of start() took, by name (empty where the service does not say).
+    virtual nlohmann::json start_stages() const { return nlohmann::json::object(); }
 };
 
 // `o` with the defaults that depend on its device filled in, the one place they are decided:

@@ -184,8 +184,10 @@ void Verifier::start() {
     // workers and candidate children (load_inline builds must see the same TORCH_CUDA_ARCH_LIST on
     // both sides, or the child would rebuild), so they are configured after it is known; so are the
     // lanes when their number is automatic (it depends on the device's memory).
+    StageClock clock(start_stages_);
     Worker& probe = *lanes_[0]->reference;
     Reply info = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(180000));
+    clock.lap("probe_s");
     if (info.status != ReplyStatus::ok)
         throw std::runtime_error("the reference worker cannot open device " + opts_.device + ": " + info.detail);
     device_name_ = info.body.value("device_name", std::string("unknown"));
@@ -223,6 +225,7 @@ void Verifier::start() {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
+    clock.lap("workers_s");
     // Every worker opens the device before the first job: a candidate's first child (forked now,
     // warming up in the background) and the reference (whose reply waits for its context). Contexts
     // open a few a second host-wide, so a first job would otherwise wait seconds for two.
@@ -237,6 +240,7 @@ void Verifier::start() {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (!e.empty()) throw std::runtime_error(e);
+    clock.lap("warm_up_s");
     if (!is_cpu(opts_.device)) {
         // Every worker holds its CUDA context now (the spares opened theirs while warming up): what
         // is free is what the jobs can have, less the contexts still to come and a margin.
@@ -255,6 +259,7 @@ void Verifier::start() {
                                      " for the verifier's jobs (" + std::to_string(opts_.lanes) +
                                      " lanes): fewer lanes, or free the device");
         budget_ = std::make_unique<DeviceMemoryBudget>(capacity);
+        clock.lap("capacity_s");
     }
 }
 

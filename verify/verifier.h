@@ -51,6 +51,9 @@ public:
     int lanes() const { return static_cast<int>(lanes_.size()); }
     const std::string& torch_version() const { return torch_version_; }
     const VerifyOptions& options() const override { return opts_; }
+    // probe_s (the first reference worker started and the device read), workers_s (every other worker
+    // started), warm_up_s (every worker's device opened), capacity_s (the device's free memory read).
+    nlohmann::json start_stages() const override { return start_stages_; }
     int worker_starts() const;  // total process starts, for tests of replacement
 
 private:
@@ -58,6 +61,7 @@ private:
         std::unique_ptr<Worker> reference, candidate;
     };
     VerifyOptions opts_;
+    nlohmann::json start_stages_ = nlohmann::json::object();
     std::string device_name_, torch_version_, timing_method_, nvrtc_arch_, torch_arch_list_;
     std::unique_ptr<BaselineCache> baselines_;
     std::unique_ptr<DeviceMemoryBudget> budget_;

@@ -174,6 +174,11 @@ TEST_F(CliTest, BatchWritesEveryJobOnceAndResumeSkipsFinished) {
     EXPECT_EQ(status["hang"], "timeout");
     EXPECT_EQ(status["line-5"], "format_error");
     EXPECT_EQ(status["missing"], "format_error");
+    // The start is reported apart from the batch, part by part.
+    EXPECT_NE(r.out.find("verifier started in "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("probe "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("warm_up "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" verdicts per minute"), std::string::npos) << r.out;
     auto again = run(batch_args(dir + "/jobs.jsonl", out), dir);
     EXPECT_EQ(again.code, 0);
     EXPECT_EQ(results(out).size(), 6u);
