@@ -12,7 +12,6 @@
 #include "cli/model_options.h"
 #include "engine/chat.h"
 #include "engine/generate.h"
-#include "engine/torch_info.h"
 #include "train/policy.h"
 #include "verify/farm.h"
 #include "verify/verifier.h"
@@ -109,10 +108,9 @@ int run_bench_cmd(const BenchArgs& a) {
     if (!a.endpoint.empty() && a.served_model.empty())
         return usage_error("bench", "--endpoint needs --served-model NAME");
     const bool reference = a.model == "reference";
-    std::string device = a.device;
-    if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
-    if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-        return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+    const std::string device = verifier_device(a.device);
+    if (device.empty())
+        return usage_error("bench", "--device must be cpu, cuda, cuda:N or auto, not '" + a.device + "'");
     if (a.backend == "cuda" && device == "cpu") return usage_error("bench", "backend cuda needs a GPU (--device cuda)");
     if (reference && !a.adapter.empty()) return usage_error("bench", "--adapter needs a model, not --model reference");
     try {
@@ -141,14 +139,9 @@ int run_bench_cmd(const BenchArgs& a) {
             opts.settings = {{"policy", "lenient"}};
         }
         catch_stop_signals();
-        std::unique_ptr<VerifyService> service;
-        try {
-            service = make_verify_service(a.verifier, bench_verify_options(a, device, reference));
-            service->start();
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "kernelzero bench: cannot start the verifier: %s\n", e.what());
-            return 3;
-        }
+        std::unique_ptr<VerifyService> service =
+            start_verifier("bench", a.verifier, bench_verify_options(a, device, reference));
+        if (!service) return 3;
         // Lanes counted by the verifier itself (auto) are known once it started.
         opts.in_flight = std::max(2, 2 * service->options().lanes);
         if (a.verifier.empty() && a.workers == 0)

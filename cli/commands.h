@@ -5,7 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
+
+namespace kz {
+class VerifyService;
+struct VerifyOptions;
+}  // namespace kz
 
 namespace kz::cli {
 
@@ -18,6 +24,14 @@ int usage_error(const std::string& cmd, const std::string& why);
 // holds, writes what it has and exits 130. One flag for the process.
 extern std::atomic<bool> g_stop;
 void catch_stop_signals();
+
+// --device for a verifier: "auto" becomes cuda when a GPU is visible, else cpu. Empty when `asked` is
+// none of cpu, cuda, cuda:N or auto.
+std::string verifier_device(const std::string& asked);
+
+// The verifier at `url` ("" or local: the in-process pool) with `o`, started; null after "kernelzero
+// CMD: cannot start the verifier: WHY" on stderr (the command exits 3).
+std::unique_ptr<VerifyService> start_verifier(const std::string& cmd, const std::string& url, const VerifyOptions& o);
 
 // --workers N|auto: the verifier's lanes. auto (stored as 0) lets the verifier count them from the
 // host's cores and the device's memory when it starts (verify/service.h, auto_lanes).

@@ -7,7 +7,6 @@
 
 #include "cli/commands.h"
 #include "common/files.h"
-#include "engine/torch_info.h"
 #include "verify/batch.h"
 #include "verify/sources.h"
 #include "verify/farm.h"
@@ -154,10 +153,9 @@ int run_verify(const VerifyArgs& a) {
     if (!batch && (a.task.empty() || a.candidate.empty() || a.backend.empty()))
         return usage_error("verify", "needs --task, --candidate and --backend (or --jobs and --out)");
 
-    std::string device = a.device;
-    if (device == "auto") device = torch_info().cuda_available ? "cuda" : "cpu";
-    if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
-        return usage_error("verify", "--device must be cpu, cuda, cuda:N or auto, not '" + device + "'");
+    const std::string device = verifier_device(a.device);
+    if (device.empty())
+        return usage_error("verify", "--device must be cpu, cuda, cuda:N or auto, not '" + a.device + "'");
     if (!batch && a.backend == "cuda" && device == "cpu")
         return usage_error("verify", "backend cuda needs a GPU: CUDA candidates cannot run on --device cpu");
 
@@ -178,15 +176,9 @@ int run_verify(const VerifyArgs& a) {
     }
 
     catch_stop_signals();
-    std::unique_ptr<VerifyService> verifier;
     const auto t_start = std::chrono::steady_clock::now();
-    try {
-        verifier = make_verify_service(a.verifier, verify_options(a, device, batch));
-        verifier->start();
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "kernelzero verify: cannot start the verifier: %s\n", e.what());
-        return 3;
-    }
+    std::unique_ptr<VerifyService> verifier = start_verifier("verify", a.verifier, verify_options(a, device, batch));
+    if (!verifier) return 3;
     if (!batch) return verify_one(*verifier, job, a.json);
     return verify_batch(*verifier, a,
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
