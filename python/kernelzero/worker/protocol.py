@@ -28,14 +28,25 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(fd: int) -> dict:
-    (n,) = struct.unpack(">I", _read_exact(fd, 4))
+def _body_length(header: bytes) -> int:
+    (n,) = struct.unpack(">I", header)
     if n > MAX_FRAME:
         raise ProtocolError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
-    msg = json.loads(_read_exact(fd, n).decode("utf-8"))
+    return n
+
+
+def _decode(body: bytes) -> dict:
+    try:
+        msg = json.loads(body.decode("utf-8"))
+    except ValueError as e:
+        raise ProtocolError(f"frame is not JSON: {e}") from e
     if not isinstance(msg, dict):
         raise ProtocolError("frame is not a JSON object")
     return msg
+
+
+def read_frame(fd: int) -> dict:
+    return _decode(_read_exact(fd, _body_length(_read_exact(fd, 4))))
 
 
 def write_frame(fd: int, msg: dict, allow_nan: bool = False) -> None:
@@ -63,19 +74,11 @@ class FrameReader:
         ProtocolError for a frame over the limit or not a JSON object."""
         while True:
             if len(self.buf) >= 4:
-                (n,) = struct.unpack(">I", self.buf[:4])
-                if n > MAX_FRAME:
-                    raise ProtocolError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
+                n = _body_length(bytes(self.buf[:4]))
                 if len(self.buf) >= 4 + n:
                     body = bytes(self.buf[4:4 + n])
                     del self.buf[:4 + n]
-                    try:
-                        msg = json.loads(body.decode("utf-8"))
-                    except ValueError as e:
-                        raise ProtocolError(f"frame is not JSON: {e}") from e
-                    if not isinstance(msg, dict):
-                        raise ProtocolError("frame is not a JSON object")
-                    return msg
+                    return _decode(body)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no frame by the deadline")
