@@ -57,8 +57,8 @@ def _protected(name: str) -> bool:
 
 
 def _bindings() -> tuple[dict, dict]:
-    """(owner, name) -> (id(value), whether it is a module) for every protected binding; and the
-    classes among the owners, by name."""
+    """(owner, name) -> value for every protected binding (held, and compared by identity: an id could
+    be reused once a rebound original is freed); and the classes among the owners, by name."""
     out, classes = {}, {}
     for mod_name, mod in list(sys.modules.items()):
         d = getattr(mod, "__dict__", None) if _protected(mod_name) else None
@@ -66,16 +66,15 @@ def _bindings() -> tuple[dict, dict]:
             continue
         for k, v in list(d.items()):
             t = type(v)  # never isinstance: deprecated-name proxies warn when asked for their class
-            if t in _BOUND_TYPES:
-                out[(mod_name, k)] = (id(v), t is types.ModuleType)
-            elif issubclass(t, type):
-                out[(mod_name, k)] = (id(v), False)
-                classes[f"{v.__module__}.{v.__qualname__}"] = v
+            if t in _BOUND_TYPES or issubclass(t, type):
+                out[(mod_name, k)] = v
+                if issubclass(t, type):
+                    classes[f"{v.__module__}.{v.__qualname__}"] = v
     for owner, cls in classes.items():
         for k, v in list(vars(cls).items()):
             t = type(v)
             if t in _BOUND_TYPES or issubclass(t, type):
-                out[(owner, k)] = (id(v), False)
+                out[(owner, k)] = v
     return out, classes
 
 
@@ -178,7 +177,7 @@ class ChildState:
         new_native = sorted(p for p in _native_files() - self.native if not p.startswith(self.trusted))
         why += [f"native code loaded from {p}" for p in new_native[:_MAX_REPORTED]]
         bindings, _ = _bindings()
-        changed = [k for k, v in self.bindings.items() if bindings.get(k, v) != v and self._compared(k)]
+        changed = [k for k, v in self.bindings.items() if k in bindings and bindings[k] is not v and self._compared(k)]
         removed = [k for k in self.bindings if k not in bindings and self._compared(k)]  # or bound to a non-callable
         added = [k for k in bindings.keys() - self.bindings.keys()
                  if k[0] in self.owners and self._compared(k) and not self._harmless(k)]
