@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -79,6 +80,16 @@ json forward_limit_s(const VerifyOptions& o, const json& baseline, double timeou
                                ? stats["median"].get<double>() / 1000
                                : 0;
     return std::min(timeout_s, std::max(o.forward_limit_floor_s, o.forward_limit_factor * eager_s));
+}
+
+// Runs fn(0) .. fn(n - 1) on a thread each; throws the first non-empty error any of them returned.
+void each_in_parallel(size_t n, const std::function<std::string(size_t)>& fn) {
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; ++i) threads.emplace_back([&, i] { errors[i] = fn(i); });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
 }
 
 uint64_t secret_seed() {
@@ -219,31 +230,25 @@ void Verifier::start() {
         all.push_back(l->reference.get());
         all.push_back(l->candidate.get());
     }
-    std::vector<std::string> errors(all.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < all.size(); ++i) threads.emplace_back([&, i] { all[i]->ensure_started(errors[i]); });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (!e.empty()) throw std::runtime_error(e);
+    each_in_parallel(all.size(), [&](size_t i) {
+        std::string error;
+        all[i]->ensure_started(error);
+        return error;
+    });
     clock.lap("workers_s");
     // Every worker opens the device before the first job: a candidate's first child (forked now,
     // warming up in the background) and the reference (whose reply waits for its context). Contexts
     // open a few a second host-wide, so a first job would otherwise wait seconds for two.
     for (auto& l : lanes_) l->candidate->request({{"op", "warm"}}, milliseconds(60000));
-    threads.clear();
-    for (size_t i = 0; i < lanes_.size(); ++i)
-        threads.emplace_back([&, i] {
-            Worker& ref = *lanes_[i]->reference;
-            Reply r = ref.request({{"op", "warm_up"}, {"device", ref.config().device}}, milliseconds(120000));
-            if (r.status != ReplyStatus::ok) errors[i] = "the reference worker cannot open its device: " + r.detail;
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (!e.empty()) throw std::runtime_error(e);
+    each_in_parallel(lanes_.size(), [&](size_t i) {
+        Worker& ref = *lanes_[i]->reference;
+        Reply r = ref.request({{"op", "warm_up"}, {"device", ref.config().device}}, milliseconds(120000));
+        return r.status == ReplyStatus::ok ? std::string() : "the reference worker cannot open its device: " + r.detail;
+    });
     clock.lap("warm_up_s");
     if (!is_cpu(opts_.device)) {
-        // Every worker holds its CUDA context now (the spares opened theirs while warming up): what
-        // is free is what the jobs can have, less the contexts still to come and a margin.
+        // What is free now, less the contexts the lanes' processes hold once busy and a margin
+        // (device_capacity), is what the jobs can have.
         int64_t capacity = opts_.device_memory_bytes;
         if (capacity <= 0) {
             Reply now = probe.request({{"op", "device_info"}, {"device", probe.config().device}}, milliseconds(60000));
