@@ -1,10 +1,10 @@
 """What a candidate child must leave as it found it before it may run another job.
 
 A child runs jobs one after another while each leaves the process as the previous found it: opening a
-CUDA context and loading the harness's kernels costs a fresh child 0.35 s alone and seconds when many
-children open theirs at once (the driver serialises context creation: about 4.6 new contexts a second
-on an H200 host, however many processes try), more than a job itself. Whether a job left the process
-clean is decided after it, by comparing a snapshot taken before the child's first job:
+CUDA context and loading the harness's kernels costs a fresh child more than a job itself, and the
+driver creates contexts only a few at a time host-wide however many processes ask
+(docs/BENCHMARKS.md). Whether a job left the process clean is decided after it, by comparing a
+snapshot taken before the child's first job:
 
 - the Python objects the harness and every candidate reach: each function, class, module and
   descriptor bound in `PROTECTED_MODULES` and the kernelzero modules, and in the classes they bind (a
@@ -33,9 +33,9 @@ import types
 import torch
 
 # The modules whose bindings are compared (and every kernelzero module): what the harness calls and
-# what a candidate reaches by name; with them, every class they bind. Walking all ~2,000 loaded modules
-# would cost ~50 ms a job for little more: the static checks already refuse assignments into any of
-# them.
+# what a candidate reaches by name; with them, every class they bind. Not every loaded module: walking
+# them all would cost each job more for little more, since the static checks already refuse
+# assignments into any of them.
 PROTECTED_MODULES = frozenset((
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.cuda", "torch.autograd", "torch.random",
     "torch.functional", "torch._tensor", "torch.nn.modules.module", "torch._C", "torch._C._VariableFunctions",
