@@ -60,5 +60,6 @@ Runner add_sft(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_verifier_daemon(CLI::App& app);
 Runner add_farm(CLI::App& app);
+Runner add_teach(CLI::App& app);
 
 }  // namespace kz::cli

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
         kz::cli::add_init_model(app), kz::cli::add_bench_engine(app),    kz::cli::add_tasks(app),
         kz::cli::add_propose(app),    kz::cli::add_frontier(app),        kz::cli::add_bench(app),
         kz::cli::add_serve(app),      kz::cli::add_train(app),           kz::cli::add_sft(app),
-        kz::cli::add_report(app),     kz::cli::add_verifier_daemon(app), kz::cli::add_farm(app)};
+        kz::cli::add_report(app),     kz::cli::add_verifier_daemon(app), kz::cli::add_farm(app),
+        kz::cli::add_teach(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;

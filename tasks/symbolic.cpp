@@ -120,6 +120,29 @@ std::string fill(std::string t, const std::map<std::string, std::string>& subs) 
     return out;
 }
 
+// The template's operands as variables and domains: each of x, y, z, d and target that the shape
+// rule set is a forward variable, bare or mapped into a domain by in_domain().
+std::map<std::string, Operand> operands_of(const Builder& b, const ApiSpec& a,
+                                           const std::map<std::string, std::string>& subs) {
+    std::vector<std::string> vars = b.params;
+    vars.push_back(b.cur);
+    std::map<std::string, Operand> out;
+    for (const char* key : {"x", "y", "z", "d", "target", "q", "k", "v"}) {
+        auto it = subs.find(key);
+        if (it == subs.end()) continue;
+        for (const auto& v : vars) {
+            for (const std::string& domain : {std::string("any"), a.domain, std::string("positive")}) {
+                if (it->second == in_domain(v, domain)) {
+                    out[key] = Operand{v, domain};
+                    break;
+                }
+            }
+            if (out.count(key)) break;
+        }
+    }
+    return out;
+}
+
 void apply(Builder& b, const ApiSpec& a) {
     auto subs = choose_params(a, b.rng);
     const std::string& k = a.kind;
@@ -147,12 +170,23 @@ void apply(Builder& b, const ApiSpec& a) {
 
     Step step{b, a, k, subs, out, r, dim};
     shape_rule(k)(step);
-    if (!a.module.empty()) {
+    const bool stateful = !a.module.empty();
+    if (stateful) {
         std::string ctor = fill(a.module, subs);
         b.init.push_back("self." + m + " = " + ctor);
         ++b.mods;
     }
+    const Shape in_shape = b.shape;
+    std::map<std::string, Operand> operands = operands_of(b, a, subs);
     b.assign(fill(a.tmpl, subs), out);
+    ForwardStep& line = b.steps.back();
+    line.is_op = true;
+    line.in_shape = in_shape;
+    line.api = a.name, line.kind = k;
+    line.operands = std::move(operands);
+    for (const auto& [key, value] : subs)
+        if (!line.operands.count(key) && key != "m" && key != "p") line.params[key] = value;
+    if (stateful) line.module = "self." + m;
     b.is_index = a.output == "index";
 }
 
@@ -194,6 +228,11 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
         t.apis.push_back(a->name);
     }
     t.output_shape = b.shape;
+    t.init = b.init;
+    t.inputs = b.params;
+    t.input_exprs = b.input_exprs;
+    t.steps = b.steps;
+    t.result = b.cur;
     std::ostringstream src;
     std::string chain;
     for (size_t i = 0; i < t.apis.size(); ++i) chain += (i ? " -> " : "") + t.apis[i];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,10 +27,38 @@ ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng
 // "small": sizes that run in milliseconds on a CPU (tests); "typical": KernelBench-like sizes.
 enum class SizeProfile { small, typical };
 
+// A value an operator reads: a variable of the forward (an input `aN` or a result `vN`), and the
+// domain the template maps it into first (api_catalog.json: "any", "positive" or "bounded").
+struct Operand {
+    std::string name;
+    std::string domain = "any";
+};
+
+// One line of the generated forward, as a kernel writer reads it (the teacher): either an operator,
+// an API applied to the running value, or a layout line (a reshape, a slice, a cast to float) that
+// moves no arithmetic.
+struct ForwardStep {
+    bool is_op = false;
+    std::string output;                         // the variable it assigns
+    std::string expr;                           // the Python right-hand side, as in the source
+    std::vector<int64_t> in_shape, out_shape;   // the running value's shape before and after
+    std::string api, kind;                      // operators: catalog name and kind
+    std::map<std::string, Operand> operands;    // operators: template key (x, y, z, d, target) -> value
+    std::map<std::string, std::string> params;  // operators: the template's other substitutions
+    std::string module;                         // operators with state: "self.m0"; else empty
+};
+
 struct GeneratedTask {
     std::string source;                 // the task file: Model, get_inputs, get_init_inputs
     std::vector<std::string> apis;      // the APIs it uses, in forward order
     std::vector<int64_t> output_shape;  // predicted by shape propagation (empty: a scalar)
+    // The operator graph behind the source: the constructor's lines, forward's parameters and the
+    // expressions get_inputs makes them with, its steps in order, and the returned variable.
+    std::vector<std::string> init;
+    std::vector<std::string> inputs;
+    std::vector<std::string> input_exprs;
+    std::vector<ForwardStep> steps;
+    std::string result;
 };
 
 // Composes the set into one forward: heavy operators first, elementwise and reductions next, index

@@ -1,0 +1,142 @@
+// kernelzero teach: the teacher's candidates for the symbolic generator's draws, verified.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "common/files.h"
+#include "teach/teach_run.h"
+#include "verify/batch.h"
+#include "verify/service.h"
+
+namespace kz::cli {
+
+namespace {
+
+struct TeachArgs {
+    std::string out, device = "auto", sizes = "typical", verifier, cache_dir, catalog;
+    std::vector<int> levels = {1, 2};
+    std::vector<std::string> qualities = {"naive", "fused"};
+    int count = 200, workers = 0, validation_workers = 2;
+    uint64_t seed = 0;
+    bool no_verify = false, as_json = false, no_progress = false, each_api = false;
+};
+
+void print_summary(const nlohmann::json& s) {
+    for (const auto& [level, l] : s["levels"].items()) {
+        std::printf("level %s: %d drawn, %d in the teacher's families, %d valid\n", level.c_str(),
+                    l["drawn"].get<int>(), l["teacher_families"].get<int>(), l["valid"].get<int>());
+        for (const auto& [quality, q] : l.items()) {
+            if (!q.is_object()) continue;
+            char geomean[32] = "-";
+            if (q["geomean_speedup"].is_number())
+                std::snprintf(geomean, sizeof geomean, "%.3gx", q["geomean_speedup"].get<double>());
+            std::printf("  %-6s %d written, %d verified, %d correct (coverage %.0f%%), fast_1 %d, geomean %s\n",
+                        quality.c_str(), q["written"].get<int>(), q["verified"].get<int>(), q["correct"].get<int>(),
+                        100 * q["coverage"].get<double>(), q["fast_1"].get<int>(), geomean);
+        }
+    }
+    std::string unsupported;
+    for (const auto& [api, n] : s["unsupported"].items())
+        unsupported += (unsupported.empty() ? "" : ", ") + api + " " + std::to_string(n.get<int>());
+    if (!unsupported.empty()) std::printf("not written (first unsupported operator, draws): %s\n", unsupported.c_str());
+}
+
+int run_teach(const TeachArgs& a) {
+    auto usage = [](const std::string& why) { return usage_error("teach", why); };
+    TeachOptions o;
+    o.out_dir = a.out;
+    o.count = a.count;
+    o.seed = a.seed;
+    o.levels = a.levels;
+    o.each_api = a.each_api;
+    o.sizes = a.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
+    o.qualities.clear();
+    try {
+        for (const auto& q : a.qualities) o.qualities.push_back(parse_quality(q));
+    } catch (const std::exception& e) {
+        return usage(e.what());
+    }
+    const std::string device = verifier_device(a.device);
+    if (device.empty()) return usage("--device must be cpu, cuda, cuda:N or auto, not '" + a.device + "'");
+    catch_stop_signals();
+    std::vector<TeachDraw> draws;
+    try {
+        ApiCatalog catalog = ApiCatalog::load(a.catalog.empty() ? ApiCatalog::default_path() : a.catalog);
+        ValidationOptions vo;
+        vo.device = device;
+        vo.workers = a.validation_workers;
+        TaskValidator validator(catalog, vo);
+        draws = write_teacher_candidates(catalog, o, validator, g_stop);
+    } catch (const std::exception& e) {
+        return usage(e.what());
+    }
+    if (g_stop) return 130;
+    const std::string verdicts = a.out + "/verdicts.jsonl";
+    if (!a.no_verify) {
+        VerifyOptions vo;
+        vo.device = device;
+        vo.lanes = a.workers;
+        vo.compile_workers = 0;
+        vo.cache_dir = a.cache_dir;
+        auto verifier = start_verifier("teach", a.verifier, vo);
+        if (!verifier) return 3;
+        const VerifyOptions& started = verifier->options();
+        BatchOptions bo{a.out + "/jobs.jsonl", verdicts, std::max(2, started.lanes + started.compile_workers),
+                        !a.no_progress};
+        BatchSummary s = run_batch(*verifier, bo, g_stop);
+        verifier->shutdown();
+        if (s.interrupted) return 130;
+    }
+    nlohmann::json summary = teach_summary(draws, o.qualities, verdicts);
+    write_file_atomic(a.out + "/summary.json", summary.dump(1) + "\n");
+    print_summary(summary);
+    if (a.as_json) std::cout << summary.dump() << "\n";
+    return 0;
+}
+
+}  // namespace
+
+Runner add_teach(CLI::App& app) {
+    auto a = std::make_shared<TeachArgs>();
+    auto* cmd = app.add_subcommand(
+        "teach", "The teacher's Triton candidates (naive, fused) for symbolic tasks, verified (teach/teach_run.h)");
+    cmd->add_option("--out", a->out, "Output directory (tasks/, naive/, fused/, draws, jobs, verdicts, summary)")
+        ->required();
+    cmd->add_option("--count", a->count, "Draws of the symbolic generator, levels in turn")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
+    cmd->add_option("--seed", a->seed, "Seed of the draws")->capture_default_str();
+    cmd->add_option("--levels", a->levels, "Levels to draw, in turn")
+        ->delimiter(',')
+        ->check(CLI::IsMember({1, 2}))
+        ->capture_default_str();
+    cmd->add_option("--sizes", a->sizes, "Task sizes")
+        ->check(CLI::IsMember({"typical", "small"}))
+        ->capture_default_str();
+    cmd->add_option("--quality", a->qualities, "Qualities to write")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"naive", "fused"}))
+        ->capture_default_str();
+    cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto (validation and verification)")
+        ->capture_default_str();
+    add_workers_option(cmd, a->workers, "Verifier lanes");
+    cmd->add_option("--validation-workers", a->validation_workers, "Task validations at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    cmd->add_option("--verifier", a->verifier, "Verifier URL (redis://... for a farm; default: in-process)");
+    cmd->add_option("--cache-dir", a->cache_dir, "Verifier build cache and baselines");
+    cmd->add_option("--catalog", a->catalog, "API catalog (default: the repository's tasks/api_catalog.json)");
+    cmd->add_flag("--each-api", a->each_api,
+                  "One level-1 task per API the teacher supports, instead of --count sampled draws");
+    cmd->add_flag("--no-verify", a->no_verify, "Write the candidates and jobs only");
+    cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
+    cmd->add_flag("--json", a->as_json, "Last line: the summary as JSON");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        return run_teach(*a);
+    };
+}
+
+}  // namespace kz::cli

@@ -1,0 +1,96 @@
+// The generator's operator graph and the teacher's grouping (the kernels themselves are judged by
+// the verifier in test_teach.py).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "tasks/api_catalog.h"
+#include "tasks/symbolic.h"
+#include "teach/teacher.h"
+
+namespace {
+
+const kz::ApiCatalog& catalog() {
+    static const kz::ApiCatalog c = kz::ApiCatalog::load(kz::ApiCatalog::default_path());
+    return c;
+}
+
+kz::GeneratedTask task_of(const std::vector<std::string>& apis, int level, uint64_t seed = 1) {
+    std::mt19937_64 rng(seed);
+    return kz::generate_task(catalog(), kz::ApiSet{apis, level}, kz::SizeProfile::small, rng);
+}
+
+int count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST(GeneratorGraph, StepsAreTheForwardLinesAndReadEarlierValues) {
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 600; ++i) {
+        kz::ApiSet set = kz::sample_api_set(catalog(), 1 + i % 2, rng);
+        kz::GeneratedTask t = kz::generate_task(catalog(), set, kz::SizeProfile::small, rng);
+        std::string body;
+        std::set<std::string> known(t.inputs.begin(), t.inputs.end());
+        std::vector<std::string> ops;
+        for (const auto& s : t.steps) {
+            body += "        " + s.output + " = " + s.expr + "\n";
+            if (!s.is_op) {
+                known.insert(s.output);
+                continue;
+            }
+            ops.push_back(s.api);
+            ASSERT_TRUE(s.operands.count("x") || s.operands.count("q") || s.kind == "diag_matmul") << s.api << " in\n"
+                                                                                                   << t.source;
+            for (const auto& [key, operand] : s.operands)
+                EXPECT_TRUE(known.count(operand.name)) << s.api << " reads " << operand.name << " before it exists";
+            known.insert(s.output);
+        }
+        EXPECT_NE(t.source.find(body + "        return " + t.result + "\n"), std::string::npos) << t.source;
+        EXPECT_EQ(ops, t.apis);
+        EXPECT_EQ(t.inputs.size(), t.input_exprs.size());
+    }
+}
+
+TEST(GeneratorGraph, OperandsCarryTheirDomain) {
+    kz::GeneratedTask t = task_of({"div"}, 1);
+    const kz::ForwardStep& s = t.steps.back();
+    ASSERT_TRUE(s.is_op);
+    EXPECT_EQ(s.operands.at("x").domain, "positive");
+    EXPECT_EQ(s.operands.at("y").domain, "positive");
+    EXPECT_EQ(s.operands.at("y").name, t.inputs.back());
+}
+
+TEST(Teacher, NaiveWritesAKernelPerOperatorAndFusedFusesAroundAnAnchor) {
+    // linear -> relu -> softmax -> exp: naive 4 kernels; fused: linear+relu, softmax+exp.
+    kz::GeneratedTask t = task_of({"linear", "relu", "softmax", "exp"}, 2);
+    kz::TeacherCandidate naive = kz::teach_triton(t, kz::TeacherQuality::naive);
+    kz::TeacherCandidate fused = kz::teach_triton(t, kz::TeacherQuality::fused);
+    ASSERT_TRUE(naive.written && fused.written);
+    EXPECT_EQ(naive.kernels, 4);
+    EXPECT_EQ(fused.kernels, 2);
+    EXPECT_EQ(count(fused.source, "_kernel[("), 2) << "launches in forward";
+    EXPECT_NE(fused.source.find("class ModelNew(nn.Module)"), std::string::npos);
+    EXPECT_NE(fused.source.find("self.m0 = nn.Linear("), std::string::npos) << "the reference's parameters by name";
+}
+
+TEST(Teacher, ElementwiseBeforeARowOperatorIsItsPrologue) {
+    kz::GeneratedTask t = task_of({"abs", "neg", "softmax"}, 1);
+    kz::TeacherCandidate fused = kz::teach_triton(t, kz::TeacherQuality::fused);
+    ASSERT_TRUE(fused.written);
+    EXPECT_EQ(fused.kernels, 1) << fused.source;
+}
+
+TEST(Teacher, NamesTheOperatorItCannotWrite) {
+    kz::TeacherCandidate c = kz::teach_triton(task_of({"conv2d", "relu"}, 2), kz::TeacherQuality::fused);
+    EXPECT_FALSE(c.written);
+    EXPECT_EQ(c.unsupported, "conv2d");
+    EXPECT_FALSE(kz::teacher_supports("conv2d"));
+    EXPECT_TRUE(kz::teacher_supports("layer_norm"));
+    EXPECT_THROW(kz::parse_quality("best"), std::invalid_argument);
+}
