@@ -17,8 +17,9 @@ using json = nlohmann::json;
 
 const std::vector<std::string>& validation_checks() {
     static const std::vector<std::string> c = {"format",        "runs",           "compile",         "deterministic",
-                                               "no_randomness", "non_degenerate", "input_dependent", "uses_api_set",
-                                               "runtime_band",  "memory_band",    "novel",           "decontaminated"};
+                                               "no_randomness", "non_degenerate", "input_dependent", "well_conditioned",
+                                               "uses_api_set",  "runtime_band",   "memory_band",     "novel",
+                                               "decontaminated"};
     return c;
 }
 

@@ -26,7 +26,7 @@ const char* kOther =
 kz::TaskValidation passed() {
     kz::TaskValidation v;
     for (const char* c : {"format", "runs", "compile", "deterministic", "no_randomness", "non_degenerate",
-                          "input_dependent", "uses_api_set", "runtime_band", "memory_band"})
+                          "input_dependent", "well_conditioned", "uses_api_set", "runtime_band", "memory_band"})
         v.checks[c] = "pass";
     v.settle();
     return v;

@@ -122,6 +122,19 @@ class Validation(ValidationCase):
     def test_input_dependent(self):
         self.assert_only_fails(check(variant("        return torch.relu(self.w) + 0.0 * x.sum()")), "input_dependent")
 
+    def test_well_conditioned(self):
+        # The sign of a sum that cancels about 1e8 against itself: float32 rounds the small part away
+        # (0, sign 0) where float64 keeps it (sign +-1), so the module misses its own float64 result,
+        # and a kernel that sums in another order could miss the reference.
+        body = ("        big = x[:, :1] * 1e8\n"
+                "        s = (big + torch.relu(x).sum(dim=1, keepdim=True) - 4.0) - big\n"
+                "        return x + torch.sign(s)")
+        r = check(variant(body))
+        self.assert_only_fails(r, "well_conditioned")
+        self.assertIn("float64", r["reasons"]["well_conditioned"])
+        self.assertEqual(check(variant("        return torch.relu(x).sum(dim=1)"))["checks"]["well_conditioned"],
+                         "pass")
+
     def test_uses_api_set(self):
         r = check(variant("        return torch.relu(x)"), apis=("relu", "softmax", "conv2d"))
         self.assert_only_fails(r, "uses_api_set")

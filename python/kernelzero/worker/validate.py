@@ -1,8 +1,8 @@
 """Validation of a proposed task module, in the trusted reference worker (design section 4). Every
 check is reported by name, pass / fail / skip, with a reason for each failure:
 
-format, runs, deterministic, no_randomness, non_degenerate, input_dependent, uses_api_set,
-runtime_band, memory_band, and compile (torch.compile's output against eager: only when asked, and
+format, runs, deterministic, no_randomness, non_degenerate, input_dependent, well_conditioned,
+uses_api_set, runtime_band, memory_band, and compile (torch.compile's output against eager: only when asked, and
 only for a module that passed every other check; skipped otherwise).
 
 novel and decontaminated compare sources with the task store and benchmark sets; the controller
@@ -211,7 +211,7 @@ def _cap_mib(req):
 
 # The checks after format, in the order they run; a validation that ends early skips those left.
 _AFTER_FORMAT = ("runs", "compile", "deterministic", "no_randomness", "non_degenerate", "input_dependent",
-                 "runtime_band", "memory_band")
+                 "well_conditioned", "runtime_band", "memory_band")
 
 
 class _Ended(Exception):
@@ -227,6 +227,7 @@ def _validate(req, work, module_name):
         v.repeat_runs()
         v.non_degenerate()
         v.input_dependent()
+        v.well_conditioned()
         v.runtime_band()
         v.compile()
     except _Ended:
@@ -429,6 +430,33 @@ class _Validation:
             self.fail("input_dependent", "the output does not change when the inputs change")
         else:
             self.checks["input_dependent"] = "pass"
+
+    def well_conditioned(self):
+        """The float32 output against the same forward in float64, by the verifier's comparison. A
+        module that misses its own float64 result (the sign or rounding of a long sum, an argmax of
+        near-ties) fails kernels that only round differently: no candidate is reliably correct."""
+        if "fail" in (self.checks.get("deterministic"), self.checks.get("no_randomness")):
+            self.checks["well_conditioned"] = "skip"  # a run that differs anyway says nothing of rounding
+            return
+        try:
+            model = harness.build(self.mod.Model, harness.init_inputs(self.mod, 0), 0, self.device).double()
+            xs = harness.to_device(harness.make_inputs(self.mod, 1, "cpu"), self.device, copy=True)
+            xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+            with torch.no_grad():
+                out64 = model(*xs)
+            harness.sync(self.device)
+        except BaseException as e:  # noqa: BLE001 - an operator without float64: nothing to compare with
+            self.checks["well_conditioned"] = "skip"
+            self.info["well_conditioned_skipped"] = harness.describe_exception(e)[:300]
+            return
+        out = _leaves(self.out)
+        ref = [r.to(o.dtype) if r.is_floating_point() else r for r, o in zip(_leaves(out64), out)]
+        res = harness.compare(ref, out)
+        if res["ok"]:
+            self.checks["well_conditioned"] = "pass"
+        else:
+            self.fail("well_conditioned", "the float32 output misses the module's float64 result by more than the "
+                      f"verifier's tolerance ({res['reason']}): a kernel that only rounds differently can fail it")
 
     def runtime_band(self):
         model = self.model
