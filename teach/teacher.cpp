@@ -1,8 +1,6 @@
 #include "teach/teacher.h"
 
 #include <algorithm>
-#include <memory>
-#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -465,16 +463,9 @@ std::string kernel_name(const Group& g, std::set<std::string>& taken) {
     return unique;
 }
 
-}  // namespace
-
-TeacherCandidate teach_triton(const GeneratedTask& task, TeacherQuality quality) {
+// The candidate of a task whose operators are all in the teacher's families.
+TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quality) {
     TeacherCandidate out;
-    for (const ForwardStep& s : task.steps) {
-        if (s.is_op && family_of(s) == Family::unsupported) {
-            out.unsupported = s.api;
-            return out;
-        }
-    }
     std::set<std::string> helpers, names;
     std::vector<std::string> kernels;
     Code fwd;
@@ -543,6 +534,25 @@ TeacherCandidate teach_triton(const GeneratedTask& task, TeacherQuality quality)
     out.source = src;
     out.kernels = static_cast<int>(kernels.size());
     return out;
+}
+
+}  // namespace
+
+TeacherCandidate teach_triton(const GeneratedTask& task, TeacherQuality quality) {
+    for (const ForwardStep& s : task.steps) {
+        if (s.is_op && family_of(s) == Family::unsupported) {
+            TeacherCandidate out;
+            out.unsupported = s.api;
+            return out;
+        }
+    }
+    try {
+        return write_candidate(task, quality);
+    } catch (const std::runtime_error& e) {  // a step the graph does not describe fully: not written
+        TeacherCandidate out;
+        out.unsupported = e.what();
+        return out;
+    }
 }
 
 }  // namespace kz
