@@ -422,7 +422,10 @@ def time_callable(fn, input_sets, device, iters, warmup=3, buffers=2, lock_path=
     needs the device to itself, run once after the timed iterations without giving up the lock: its
     spin kernel is sized from the enqueue times seen here (PROBE_AHEAD x the longest), and when its
     own enqueue outlasts that, it runs once more behind the longest spin. Its value is `probe` in the
-    timings. Returns (timings, last_outputs)."""
+    timings. Returns (timings, last_outputs).
+
+    One function on purpose: its closures share the iteration's buffers, lock holds and spin sizing,
+    and a split changes what runs under each hold, which only the GPU parity suite can re-check."""
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
     m_sets = len(input_sets)
