@@ -71,6 +71,12 @@ std::vector<ChatMessage> CoderPrompt::messages(const std::string& task_source) c
     return {{"system", system_}, {"user", user}};
 }
 
+std::string coder_answer(const std::string& candidate_source) {
+    std::string answer = "```python\n" + candidate_source;
+    if (!answer.empty() && answer.back() != '\n') answer += '\n';
+    return answer + "```";
+}
+
 Extraction extract_candidate(const std::string& completion) {
     // A fence opens at the start of a line with ``` and an optional language tag, and closes at the
     // next line that is ``` alone (trailing spaces allowed).

@@ -39,6 +39,10 @@ private:
     std::string version_, system_, user_template_;
 };
 
+// A candidate written as the Coder's answer (what SFT trains on): one ```python block holding it.
+// extract_candidate() reads it back unchanged.
+std::string coder_answer(const std::string& candidate_source);
+
 // The candidate in a completion: the last complete fenced code block (```python or ```) that defines
 // `class ModelNew`. On failure `source` is empty and `reason` says why (the format_error verdict's
 // reason): no code block, an unclosed fence, or no block defining ModelNew.

@@ -83,7 +83,7 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
         for (const auto& t : load_task_dirs({s.tasks})) {
             const fs::path cand = fs::path(s.candidates) / fs::path(t.path).filename();
             if (!fs::is_regular_file(cand)) continue;  // tasks without a candidate are not pairs
-            add(prompt.messages(t.source), "```python\n" + read_file(cand.string()) + "```");
+            add(prompt.messages(t.source), coder_answer(read_file(cand.string())));
         }
     }
     if (skipped) *skipped = too_long;

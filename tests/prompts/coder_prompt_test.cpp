@@ -74,4 +74,12 @@ TEST(Extraction, Corpus) {
     }
 }
 
+TEST(Extraction, TheAnswerOfACandidateGivesItBack) {
+    const std::string src = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n";
+    EXPECT_EQ(kz::coder_answer(src), "```python\n" + src + "```");
+    EXPECT_EQ(kz::extract_candidate(kz::coder_answer(src)).source, src);
+    // A source without a final newline still closes its block on a line of its own.
+    EXPECT_EQ(kz::extract_candidate(kz::coder_answer(src.substr(0, src.size() - 1))).source, src);
+}
+
 }  // namespace
