@@ -61,5 +61,6 @@ Runner add_report(CLI::App& app);
 Runner add_verifier_daemon(CLI::App& app);
 Runner add_farm(CLI::App& app);
 Runner add_teach(CLI::App& app);
+Runner add_corpus(CLI::App& app);
 
 }  // namespace kz::cli

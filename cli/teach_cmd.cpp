@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "common/files.h"
+#include "teach/corpus.h"
 #include "teach/teach_run.h"
 #include "verify/batch.h"
 #include "verify/service.h"
@@ -136,6 +137,43 @@ Runner add_teach(CLI::App& app) {
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         return run_teach(*a);
+    };
+}
+
+Runner add_corpus(CLI::App& app) {
+    auto o = std::make_shared<CorpusOptions>();
+    auto naive_only = std::make_shared<std::vector<std::string>>();
+    auto* cmd =
+        app.add_subcommand("corpus", "The SFT corpus and a held-out task set from a teach run (teach/corpus.h)");
+    cmd->add_option("--from", o->teach_dir, "A kernelzero teach output directory, verified")->required();
+    cmd->add_option("--out", o->out_dir, "Output directory (train.jsonl, heldout/, corpus.json)")->required();
+    cmd->add_option("--heldout", o->heldout_fraction, "Share of API sets held out for evaluation")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--fused", o->fused_fraction, "Share of training pairs that take the fused kernel")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--naive-only", *naive_only, "Operators only ever taught naive")->delimiter(',');
+    cmd->add_option("--near-duplicate", o->near_duplicate, "Token 3-gram Jaccard at which a task is a near duplicate")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--seed", o->seed, "Seed of the split and of the quality choice")->capture_default_str();
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        o->naive_only = std::set<std::string>(naive_only->begin(), naive_only->end());
+        try {
+            const nlohmann::json s = build_corpus(*o);
+            std::printf(
+                "%d training pairs (naive %d, fused %d) from %d verified tasks; %d held out in %zu API sets; "
+                "dropped: %d repeats, %d near duplicates\n",
+                s["train_pairs"].get<int>(), s["train_by_quality"].value("naive", 0),
+                s["train_by_quality"].value("fused", 0), s["verified_tasks"].get<int>(), s["heldout_tasks"].get<int>(),
+                s["heldout_api_sets"].size(), s["dropped"]["repeats"].get<int>(),
+                s["dropped"]["near_duplicates"].get<int>());
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("corpus", e.what());
+        }
     };
 }
 

@@ -1,6 +1,7 @@
 """`kernelzero teach` end to end: every candidate the teacher writes for a valid task is judged
 correct by the verifier, for every operator it supports and for sampled draws of both levels; the
-fused quality launches fewer kernels where it fuses; the draws depend on the seed alone."""
+fused quality launches fewer kernels where it fuses; the draws depend on the seed alone. Then
+`kernelzero corpus` on the sampled run."""
 from __future__ import annotations
 
 import json
@@ -63,6 +64,7 @@ class Teach(unittest.TestCase):
                             "nothing fused")
             for level in summary["levels"].values():
                 self.assertEqual(level["fused"]["correct"], level["valid"])
+            self.check_corpus(out, Path(tmp) / "corpus", written)
             # The same seed draws the same tasks and writes the same candidates.
             again = Path(tmp) / "b"
             teach(again, "--count", "60", "--seed", "3", "--no-verify")
@@ -71,6 +73,35 @@ class Teach(unittest.TestCase):
                 for sub in ("tasks", "naive", "fused"):
                     f = f"{sub}/{draw['name']}.py"
                     self.assertEqual((out / f).read_text(), (again / f).read_text(), f)
+
+    def check_corpus(self, teach_dir, out, written):
+        """kernelzero corpus: pairs in the SFT format whose answers are the verified candidates, and a
+        held-out set that shares no API set with them."""
+        run = subprocess.run([BINARY, "corpus", "--from", str(teach_dir), "--out", str(out), "--heldout", "0.3",
+                              "--fused", "0.5"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        summary = json.loads((out / "corpus.json").read_text())
+        pairs = lines(out / "train.jsonl")
+        heldout = sorted(p.stem for p in (out / "heldout").glob("*.py"))
+        self.assertEqual(len(pairs), summary["train_pairs"])
+        self.assertEqual(len(heldout), summary["heldout_tasks"])
+        self.assertTrue(pairs and heldout)
+        by_name = {d["name"]: d for d in written}
+        heldout_sets = {",".join(sorted(set(by_name[n]["apis"]))) for n in heldout}
+        self.assertEqual(heldout_sets, set(summary["heldout_api_sets"]))
+        for p in pairs:
+            self.assertNotIn(",".join(sorted(set(p["apis"]))), heldout_sets, p["task"])
+            self.assertEqual([m["role"] for m in p["prompt"]], ["system", "user"])
+            self.assertIn((teach_dir / "tasks" / f"{p['task']}.py").read_text(), p["prompt"][1]["content"])
+            candidate = (teach_dir / p["quality"] / f"{p['task']}.py").read_text()
+            self.assertEqual(p["completion"], "```python\n" + candidate + "```")
+        self.assertEqual({p["quality"] for p in pairs}, {"naive", "fused"})
+        self.assertEqual(len(pairs) + len(heldout) + sum(summary["dropped"].values()), summary["verified_tasks"])
+        bad = subprocess.run([BINARY, "corpus", "--from", str(out), "--out", str(out / "x")], capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("not the output of kernelzero teach", bad.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,166 @@
+#include "teach/corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "common/files.h"
+#include "common/hash.h"
+#include "prompts/coder_prompt.h"
+#include "tasks/similarity.h"
+
+namespace kz {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// A number in [0, 1) fixed by `key` alone: the split and the quality choice do not depend on the
+// order of the draws or on the machine.
+double unit_hash(const std::string& key) {
+    return static_cast<double>(std::stoull(sha256_hex(key).substr(0, 13), nullptr, 16)) /
+           static_cast<double>(1ULL << 52);
+}
+
+struct Task {
+    std::string name, key, source;
+    std::vector<std::string> apis;
+    std::map<std::string, bool> correct;  // quality -> the verifier passed its candidate
+    std::string hash;
+    std::set<std::string> shingles;
+};
+
+std::vector<Task> verified_tasks(const std::string& dir) {
+    if (!fs::is_regular_file(dir + "/draws.jsonl"))
+        throw std::runtime_error(dir + " has no draws.jsonl: not the output of kernelzero teach");
+    if (!fs::is_regular_file(dir + "/verdicts.jsonl"))
+        throw std::runtime_error(dir + " has no verdicts.jsonl: run kernelzero teach without --no-verify");
+    std::map<std::string, std::string> status;
+    for (const json& v : read_json_lines(dir + "/verdicts.jsonl"))
+        if (v.contains("id") && v["id"].is_string()) status[v["id"].get<std::string>()] = v.value("status", "");
+    std::vector<Task> tasks;
+    for (const json& d : read_json_lines(dir + "/draws.jsonl")) {
+        if (!d.value("valid", false) || !d.contains("kernels")) continue;
+        Task t;
+        t.name = d.at("name").get<std::string>();
+        t.apis = d.at("apis").get<std::vector<std::string>>();
+        for (const auto& [quality, kernels] : d["kernels"].items())
+            t.correct[quality] = status[quality + "/" + t.name] == "correct";
+        if (std::none_of(t.correct.begin(), t.correct.end(), [](const auto& q) { return q.second; })) continue;
+        std::vector<std::string> set = t.apis;
+        std::sort(set.begin(), set.end());
+        set.erase(std::unique(set.begin(), set.end()), set.end());
+        for (const auto& a : set) t.key += (t.key.empty() ? "" : ",") + a;
+        t.source = read_file(dir + "/tasks/" + t.name + ".py");
+        t.hash = normalised_hash(t.source);
+        t.shingles = shingles(t.source);
+        tasks.push_back(std::move(t));
+    }
+    return tasks;
+}
+
+}  // namespace
+
+json build_corpus(const CorpusOptions& o) {
+    std::vector<Task> tasks = verified_tasks(o.teach_dir);
+    const std::string seed = std::to_string(o.seed);
+    std::vector<const Task*> heldout, train;
+    for (const Task& t : tasks)
+        (unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction ? heldout : train).push_back(&t);
+
+    // Near duplicates: held-out tasks are kept whole (minus exact repeats); a training task close to
+    // any kept task, held out or trained, is dropped.
+    std::vector<const Task*> kept;
+    std::set<std::string> hashes;
+    int repeats = 0, near = 0;
+    std::vector<const Task*> heldout_kept;
+    for (const Task* t : heldout) {
+        if (!hashes.insert(t->hash).second) {
+            ++repeats;
+            continue;
+        }
+        kept.push_back(t);
+        heldout_kept.push_back(t);
+    }
+    std::vector<const Task*> train_kept;
+    for (const Task* t : train) {
+        if (hashes.count(t->hash)) {
+            ++repeats;
+            continue;
+        }
+        if (std::any_of(kept.begin(), kept.end(),
+                        [&](const Task* k) { return jaccard(k->shingles, t->shingles) >= o.near_duplicate; })) {
+            ++near;
+            continue;
+        }
+        hashes.insert(t->hash);
+        kept.push_back(t);
+        train_kept.push_back(t);
+    }
+
+    CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
+    std::string lines;
+    std::map<std::string, int> by_quality;
+    int naive_only_dropped = 0;
+    for (const Task* t : train_kept) {
+        const bool fused_allowed =
+            std::none_of(t->apis.begin(), t->apis.end(), [&](const std::string& a) { return o.naive_only.count(a); });
+        const bool fused_ok = fused_allowed && t->correct.count("fused") && t->correct.at("fused");
+        const bool naive_ok = t->correct.count("naive") && t->correct.at("naive");
+        std::string quality;
+        if (fused_ok && (!naive_ok || unit_hash("quality:" + seed + ":" + t->name) < o.fused_fraction))
+            quality = "fused";
+        else if (naive_ok)
+            quality = "naive";
+        if (quality.empty()) {
+            ++naive_only_dropped;
+            continue;
+        }
+        json messages = json::array();
+        for (const ChatMessage& m : prompt.messages(t->source))
+            messages.push_back({{"role", m.role}, {"content", m.content}});
+        const std::string candidate = read_file(o.teach_dir + "/" + quality + "/" + t->name + ".py");
+        lines += json{{"prompt", messages},
+                      {"completion", coder_answer(candidate)},
+                      {"task", t->name},
+                      {"quality", quality},
+                      {"apis", t->apis}}
+                     .dump() +
+                 "\n";
+        ++by_quality[quality];
+    }
+
+    fs::create_directories(o.out_dir);
+    const std::string heldout_dir = o.out_dir + "/heldout";
+    fs::remove_all(heldout_dir);  // a set from other options must not linger beside this one
+    fs::create_directories(heldout_dir);
+    std::set<std::string> heldout_sets;
+    for (const Task* t : heldout_kept) {
+        write_file_atomic(heldout_dir + "/" + t->name + ".py", t->source);
+        heldout_sets.insert(t->key);
+    }
+    write_file_atomic(o.out_dir + "/train.jsonl", lines);
+    json summary = {
+        {"teach_dir", o.teach_dir},
+        {"options",
+         {{"heldout_fraction", o.heldout_fraction},
+          {"fused_fraction", o.fused_fraction},
+          {"naive_only", o.naive_only},
+          {"near_duplicate", o.near_duplicate},
+          {"seed", o.seed},
+          {"prompt", prompt.version()}}},
+        {"verified_tasks", tasks.size()},
+        {"heldout_tasks", heldout_kept.size()},
+        {"heldout_api_sets", heldout_sets},
+        {"train_pairs", by_quality["naive"] + by_quality["fused"]},
+        {"train_by_quality", by_quality},
+        {"dropped",
+         {{"repeats", repeats}, {"near_duplicates", near}, {"naive_only_without_naive", naive_only_dropped}}}};
+    write_file_atomic(o.out_dir + "/corpus.json", summary.dump(1) + "\n");
+    return summary;
+}
+
+}  // namespace kz

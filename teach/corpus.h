@@ -1,0 +1,38 @@
+// The SFT corpus from a teacher run (`kernelzero teach --out DIR`, verified): (prompt, completion)
+// pairs in the trainer's format (train/sft.h: the Coder prompt of prompts/, the candidate as the
+// answer), and a held-out evaluation set that shares no API set with them. Writes, under out_dir:
+//   train.jsonl     {"prompt": [messages], "completion", "task", "quality", "apis"} per pair
+//   heldout/        the held-out tasks (KernelBench format: `eval.tasks` or `bench --tasks`)
+//   corpus.json     what was kept and dropped, and why, with the options
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kz {
+
+struct CorpusOptions {
+    std::string teach_dir;  // a teach run's output: draws.jsonl, verdicts.jsonl, tasks/, naive/, fused/
+    std::string out_dir;
+    // API sets (the sorted set of a task's APIs) held out for evaluation, chosen by a hash of the
+    // set and the seed: every task of a held-out set is held out, none is trained on.
+    double heldout_fraction = 0.2;
+    // Training pairs that take the fused candidate (when it is correct); the rest take the naive one,
+    // so that there is room to learn fusion.
+    double fused_fraction = 0.25;
+    // Operators whose tasks are only ever taught naive.
+    std::set<std::string> naive_only;
+    // A training task whose token-3-gram Jaccard similarity to a kept task (trained or held out)
+    // reaches this is a near duplicate and dropped (the task pipeline's novelty rule).
+    double near_duplicate = 0.9;
+    uint64_t seed = 0;
+};
+
+// Builds the corpus; returns corpus.json's object. Throws std::runtime_error naming a missing or
+// unreadable input of the teach run.
+nlohmann::json build_corpus(const CorpusOptions& opts);
+
+}  // namespace kz
