@@ -67,8 +67,11 @@ TEST(DeviceMemory, ALargeJobIsNotOvertakenBySmallOnes) {
     auto running = b.acquire(50 * kGiB, never);
     std::atomic<int> order{0};
     std::atomic<int> big_at{-1}, small_at{-1};
+    // 95 GiB: once admitted, the big job leaves no room for the small one until it is done, so the
+    // order below is the admission order (with room for both, the small one's thread could count
+    // first after the big one was admitted).
     std::thread big([&] {
-        auto r = b.acquire(80 * kGiB, never);  // waits for the 50 GiB job to leave
+        auto r = b.acquire(95 * kGiB, never);  // waits for the 50 GiB job to leave
         big_at = order++;
     });
     ASSERT_TRUE(eventually([&] { return b.waiting() == 1; }));
