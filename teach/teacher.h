@@ -12,9 +12,10 @@
 // along a dimension (not the median), softmax / log-softmax / softmin, L2 / L1 / layer / RMS
 // normalisation along a dimension, scans (cumulative sum, product, max, min; reverse and exclusive
 // sums), matrix products (linear, matmul of rank 2 to 4, transposed operands, bmm, baddbmm, matvec,
-// outer, triangular), and the layout lines (reshape, slice, cast) between them. A module with any
-// other operator (convolution, pooling, attention, channel normalisation, losses, sorting) is not
-// written: teach_triton says which operator stopped it.
+// outer, triangular), convolutions (1-D to 3-D, strided, padded, dilated, grouped, depthwise), and the
+// layout lines (reshape, slice, cast) between them. A module with any other operator (transposed
+// convolution, pooling, attention, channel normalisation, losses, sorting) is not written:
+// teach_triton says which operator stopped it.
 #pragma once
 
 #include <string>

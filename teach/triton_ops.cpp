@@ -108,12 +108,20 @@ const std::set<std::string>& matmul_apis() {
     return apis;
 }
 
+const std::set<std::string>& conv_apis() {
+    static const std::set<std::string> apis = {
+        "conv1d", "conv1d_dilated", "conv1d_depthwise", "conv2d",         "conv2d_dilated",    "conv2d_depthwise",
+        "conv3d", "conv3d_dilated", "conv3d_depthwise", "conv2d_grouped", "conv2d_asymmetric", "conv_pointwise"};
+    return apis;
+}
+
 }  // namespace
 
 Family family_of(const ForwardStep& step) {
     if (elementwise_rules().count(step.api)) return Family::elementwise;
     if (row_apis().count(step.api)) return Family::row;
     if (matmul_apis().count(step.api)) return Family::matmul;
+    if (conv_apis().count(step.api)) return Family::conv;
     if (step.api == "flatten") return Family::layout;
     return Family::unsupported;
 }

@@ -12,7 +12,7 @@
 namespace kz::teach {
 
 // layout: an operator that moves no arithmetic (a view), written as the task writes it.
-enum class Family { elementwise, row, matmul, layout, unsupported };
+enum class Family { elementwise, row, matmul, conv, layout, unsupported };
 
 // Operators of the kinds the generator records (ForwardStep::kind) and names (::api).
 Family family_of(const ForwardStep& step);
