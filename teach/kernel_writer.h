@@ -12,9 +12,9 @@
 
 namespace kz::teach {
 
-// Operators that become one kernel: elementwise ones before an anchor (applied as it loads), the
-// anchor (a row operator or a matrix product; none in a run of elementwise operators), elementwise
-// ones after it (applied before it stores).
+// Operators that become one kernel: elementwise ones before an anchor (applied as it loads; only a
+// row operator takes them), the anchor (a row operator, a matrix product or a convolution; none in a
+// run of elementwise operators), elementwise ones after it (applied before it stores).
 struct Group {
     std::vector<const ForwardStep*> pre;
     const ForwardStep* anchor = nullptr;
