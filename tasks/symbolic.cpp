@@ -230,7 +230,6 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     t.output_shape = b.shape;
     t.init = b.init;
     t.inputs = b.params;
-    t.input_exprs = b.input_exprs;
     t.steps = b.steps;
     t.result = b.cur;
     std::ostringstream src;
@@ -243,7 +242,7 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     src << "\n    def forward(self";
     for (const auto& p : b.params) src << ", " << p;
     src << "):\n";
-    for (const auto& l : b.body) src << "        " << l << "\n";
+    for (const auto& l : b.steps) src << "        " << l.output << " = " << l.expr << "\n";
     src << "        return " << b.cur << "\n\n\ndef get_inputs():\n    return [";
     for (size_t i = 0; i < b.input_exprs.size(); ++i) src << (i ? ", " : "") << b.input_exprs[i];
     src << "]\n\n\ndef get_init_inputs():\n    return []\n";

@@ -52,11 +52,10 @@ struct GeneratedTask {
     std::string source;                 // the task file: Model, get_inputs, get_init_inputs
     std::vector<std::string> apis;      // the APIs it uses, in forward order
     std::vector<int64_t> output_shape;  // predicted by shape propagation (empty: a scalar)
-    // The operator graph behind the source: the constructor's lines, forward's parameters and the
-    // expressions get_inputs makes them with, its steps in order, and the returned variable.
+    // The operator graph behind the source: the constructor's lines, forward's parameters, its steps
+    // in order, and the returned variable.
     std::vector<std::string> init;
     std::vector<std::string> inputs;
-    std::vector<std::string> input_exprs;
     std::vector<ForwardStep> steps;
     std::string result;
 };

@@ -36,8 +36,8 @@ struct Builder {
     const ApiSpec* api = nullptr;
     SizeProfile sizes;
     std::mt19937_64& rng;
-    std::vector<std::string> init, body, input_exprs, params;
-    std::vector<ForwardStep> steps;  // one per body line
+    std::vector<std::string> init, input_exprs, params;
+    std::vector<ForwardStep> steps;  // forward's lines, `output = expr` each
     std::string cur;                 // the running value
     Shape shape;                     // its shape (empty: 0-dim)
     bool is_index = false;
@@ -52,10 +52,9 @@ struct Builder {
         input_exprs.push_back(expr.empty() ? "torch.randn(" + shape_args(s) + ")" : expr);
         return name;
     }
-    // Adds a body line `vN = expr`, recorded as a layout step (apply() marks its operator line).
+    // Adds a line `vN = expr` to forward, recorded as a layout step (apply() marks its operator line).
     void assign(const std::string& expr, Shape s) {
         std::string v = "v" + std::to_string(++vars);
-        body.push_back(v + " = " + expr);
         ForwardStep step;
         step.output = v, step.expr = expr, step.in_shape = shape, step.out_shape = s;
         steps.push_back(std::move(step));
