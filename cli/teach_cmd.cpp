@@ -83,9 +83,7 @@ int run_teach(const TeachArgs& a) {
         vo.cache_dir = a.cache_dir;
         auto verifier = start_verifier("teach", a.verifier, vo);
         if (!verifier) return 3;
-        const VerifyOptions& started = verifier->options();
-        BatchOptions bo{a.out + "/jobs.jsonl", verdicts, std::max(2, started.lanes + started.compile_workers),
-                        !a.no_progress};
+        BatchOptions bo{a.out + "/jobs.jsonl", verdicts, default_in_flight(verifier->options()), !a.no_progress};
         BatchSummary s = run_batch(*verifier, bo, g_stop);
         verifier->shutdown();
         if (s.interrupted) return 130;

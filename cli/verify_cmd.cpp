@@ -106,8 +106,7 @@ int verify_one(VerifyService& verifier, const Job& job, bool as_json) {
 int verify_batch(VerifyService& verifier, const VerifyArgs& a, double started_s) {
     // Lanes counted by the verifier itself (auto) are known once it started.
     const VerifyOptions& started = verifier.options();
-    BatchOptions bo{a.jobs, a.out, a.in_flight > 0 ? a.in_flight : std::max(2, started.lanes + started.compile_workers),
-                    !a.no_progress};
+    BatchOptions bo{a.jobs, a.out, a.in_flight > 0 ? a.in_flight : default_in_flight(started), !a.no_progress};
     const auto t_batch = std::chrono::steady_clock::now();
     BatchSummary s;
     try {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include "verify/sources.h"
 
 namespace kz {
+
+int default_in_flight(const VerifyOptions& started) { return std::max(2, started.lanes + started.compile_workers); }
 
 using nlohmann::json;
 

@@ -37,6 +37,10 @@ struct BatchSummary {
     std::map<std::string, int> by_status;
 };
 
+// Jobs in flight when the user names none: one per lane and compile worker of the started verifier
+// (so that compiles overlap runs), at least 2.
+int default_in_flight(const VerifyOptions& started);
+
 // Parses a jobs file; lines that are not usable jobs come back with `error` set.
 std::vector<BatchJob> read_jobs(const std::string& path);
 // Ids already finished in an existing results file (malformed or partial lines are ignored).
