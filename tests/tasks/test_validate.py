@@ -121,6 +121,11 @@ class Validation(ValidationCase):
 
     def test_input_dependent(self):
         self.assert_only_fails(check(variant("        return torch.relu(self.w) + 0.0 * x.sum()")), "input_dependent")
+        # Saturated: a softmax over 16 columns of nearly equal values is 1/16 to within 0.1%; the
+        # output changes with the inputs, but not beyond the verifier's tolerance.
+        r = check(variant("        return torch.softmax(x * 1e-3, dim=1) + torch.relu(self.w) * 1e-4"))
+        self.assertEqual(r["checks"]["input_dependent"], "fail", r["reasons"])
+        self.assertIn("verifier's comparison", r["reasons"]["input_dependent"])
 
     def test_well_conditioned(self):
         # The sign of a sum that cancels about 1e8 against itself: float32 rounds the small part away
