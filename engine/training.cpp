@@ -114,6 +114,10 @@ void PolicyOptimizer::zero_grad() {
     for (auto& m : masters_) m.mutable_grad() = torch::Tensor();
 }
 
+void PolicyOptimizer::set_lr(double lr) {
+    for (auto& group : adam_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
 double PolicyOptimizer::step() {
     for (size_t i = 0; i < params_.size(); ++i) {
         auto& p = params_[i].second;

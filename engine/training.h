@@ -48,6 +48,8 @@ public:
     // Returns the gradient norm before clipping.
     double step();
     void zero_grad();
+    // The learning rate of the next steps (a schedule sets it before each step).
+    void set_lr(double lr);
     const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
     int64_t steps() const { return steps_; }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +91,14 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
     return pairs;
 }
 
+double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total) {
+    if (step < s.warmup_steps) return base * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+    if (s.schedule == "constant") return base;
+    const int64_t span = std::max<int64_t>(1, total - s.warmup_steps - 1);
+    const double progress = std::min(1.0, static_cast<double>(step - s.warmup_steps) / static_cast<double>(span));
+    return base * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * progress)));
+}
+
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop) {
     const auto& s = cfg.sft;
@@ -103,6 +112,9 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
     PolicyOptimizer opt(policy.optimizer().params(), oc);
     std::mt19937_64 rng(cfg.seed);
     const torch::Device dev = policy.model().device();
+    const auto batches = static_cast<int64_t>((pairs.size() + static_cast<size_t>(s.batch_size) - 1) /
+                                              static_cast<size_t>(s.batch_size));
+    const int64_t total_steps = batches * s.epochs;
     for (int e = 0; e < s.epochs && !stop; ++e) {
         std::vector<size_t> order(pairs.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -130,6 +142,7 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
                 r.tokens += L;
             }
             TrainBatch batch{ids.to(dev), valid.to(dev), weights.to(dev)};
+            opt.set_lr(sft_lr(s, oc.lr, r.steps, total_steps));
             const double loss = accumulate(policy.model(), batch, weighted_nll, 1);
             opt.step();
             if (r.steps == 0) r.first_loss = loss;
@@ -139,8 +152,10 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             ++epoch_steps;
         }
         if (epoch_steps)
-            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f\n", e + 1,
-                         static_cast<long long>(epoch_steps), epoch_loss / static_cast<double>(epoch_steps));
+            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f, lr %.2e, %.0f s\n", e + 1,
+                         static_cast<long long>(epoch_steps), epoch_loss / static_cast<double>(epoch_steps),
+                         sft_lr(s, oc.lr, r.steps - 1, total_steps),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;

@@ -37,7 +37,11 @@ struct SftPair {
 // line of a malformed pair.
 std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped);
 
-// Epochs of AdamW (sft.lr, or the policy's) over the policy's trainable parameters, loss on the
+// The learning rate of step `step` (0-based) of `total`: sft.warmup_steps of linear warm-up from 0
+// to `base`, then `base` (schedule "constant") or a cosine from `base` to base / 10 ("cosine").
+double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total);
+
+// Epochs of AdamW (sft.lr, or the policy's, on sft.schedule) over the policy's trainable parameters, loss on the
 // completion tokens. The policy's own optimizer is left untouched: Policy::reset_optimizer() before
 // training the policy further with it.
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,

@@ -214,6 +214,8 @@ const auto sft_fields = [](auto& p, auto& v) {
     v.path("tasks", p.tasks);
     v.path("candidates", p.candidates);
     v("lr", p.lr, AtLeast{0});
+    v("schedule", p.schedule, OneOf{{"constant", "cosine"}});
+    v("warmup_steps", p.warmup_steps, AtLeast{0});
     v("epochs", p.epochs, AtLeast{1});
     v("batch_size", p.batch_size, AtLeast{1});
     v("max_tokens", p.max_tokens);

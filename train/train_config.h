@@ -94,6 +94,10 @@ struct SftSpec {
     // name in `candidates`, as the Coder prompt and a ```python block (the answer format it asks for).
     std::string tasks, candidates;
     double lr = 0;  // 0: the policy's lr
+    // "constant", or "cosine": from lr down to lr / 10 over all steps. Either starts with
+    // warmup_steps of linear warm-up from 0 (training from scratch needs it; fine-tuning rarely).
+    std::string schedule = "constant";
+    int warmup_steps = 0;
     int epochs = 1;
     int batch_size = 8;
     int64_t max_tokens = 4096;  // longer pairs are skipped (counted)

@@ -10,6 +10,7 @@
 #include "train/ranks.h"
 #include "train/replay.h"
 #include "train/seeds.h"
+#include "train/sft.h"
 
 namespace {
 
@@ -163,6 +164,23 @@ TEST(Ranks, AFollowerTakesItsBlockAndTheLeadersWord) {
     EXPECT_EQ(r.sum(2.0), 6.0);
     r.barrier("eval-1", std::chrono::seconds(1));
     EXPECT_EQ(fake.barriers, std::vector<std::string>{"eval-1"});
+}
+
+TEST(SftSchedule, WarmsUpLinearlyThenDecaysByCosineToATenth) {
+    kz::SftSpec s;
+    s.warmup_steps = 4;
+    EXPECT_DOUBLE_EQ(kz::sft_lr(s, 1.0, 0, 100), 0.25);
+    EXPECT_DOUBLE_EQ(kz::sft_lr(s, 1.0, 3, 100), 1.0);
+    EXPECT_DOUBLE_EQ(kz::sft_lr(s, 1.0, 50, 100), 1.0);  // constant after the warm-up
+    s.schedule = "cosine";
+    EXPECT_DOUBLE_EQ(kz::sft_lr(s, 1.0, 4, 100), 1.0);
+    EXPECT_NEAR(kz::sft_lr(s, 1.0, 99, 100), 0.1, 1e-12);  // the last step
+    const double mid = kz::sft_lr(s, 1.0, 4 + 95 / 2, 100);
+    EXPECT_GT(mid, 0.5);
+    EXPECT_LT(mid, 0.6);
+    for (int64_t i = 4; i < 99; ++i) EXPECT_GE(kz::sft_lr(s, 1.0, i, 100), kz::sft_lr(s, 1.0, i + 1, 100));
+    s.warmup_steps = 0;
+    EXPECT_DOUBLE_EQ(kz::sft_lr(s, 2.0, 0, 1), 2.0);  // one step: the full rate
 }
 
 }  // namespace
