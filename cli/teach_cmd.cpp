@@ -21,7 +21,7 @@ struct TeachArgs {
     std::vector<std::string> qualities = {"naive", "fused"};
     int count = 200, workers = 0, validation_workers = 2;
     uint64_t seed = 0;
-    bool no_verify = false, as_json = false, no_progress = false, each_api = false;
+    bool no_verify = false, as_json = false, no_progress = false, each_api = false, supported_only = false;
 };
 
 void print_summary(const nlohmann::json& s) {
@@ -52,6 +52,7 @@ int run_teach(const TeachArgs& a) {
     o.seed = a.seed;
     o.levels = a.levels;
     o.each_api = a.each_api;
+    o.supported_only = a.supported_only;
     o.sizes = a.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
     o.qualities.clear();
     try {
@@ -127,6 +128,8 @@ Runner add_teach(CLI::App& app) {
     cmd->add_option("--verifier", a->verifier, "Verifier URL (redis://... for a farm; default: in-process)");
     cmd->add_option("--cache-dir", a->cache_dir, "Verifier build cache and baselines");
     cmd->add_option("--catalog", a->catalog, "API catalog (default: the repository's tasks/api_catalog.json)");
+    cmd->add_flag("--supported-only", a->supported_only,
+                  "Draw API sets from the operators the teacher writes only (a corpus run)");
     cmd->add_flag("--each-api", a->each_api,
                   "One level-1 task per API the teacher supports, instead of --count sampled draws");
     cmd->add_flag("--no-verify", a->no_verify, "Write the candidates and jobs only");

@@ -143,6 +143,17 @@ ApiCatalog ApiCatalog::from_json(const json& j, const std::string& origin) {
     return c;
 }
 
+ApiCatalog ApiCatalog::subset(const std::function<bool(const ApiSpec&)>& keep) const {
+    ApiCatalog c;
+    for (const ApiSpec& s : apis_) {
+        if (!keep(s)) continue;
+        c.by_name_[s.name] = c.apis_.size();
+        c.by_torch_api_[s.torch_api].push_back(c.apis_.size());
+        c.apis_.push_back(s);
+    }
+    return c;
+}
+
 const ApiSpec* ApiCatalog::find(const std::string& name) const {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? nullptr : &apis_[it->second];

@@ -4,6 +4,7 @@
 // Loading validates the whole file: a catalog that loads is one every later stage can rely on.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ public:
     static std::string default_path();
 
     const std::vector<ApiSpec>& apis() const { return apis_; }
+    // The entries `keep` accepts, in the same order: a catalog the generator samples from as it
+    // would from this one (categories left empty are skipped).
+    ApiCatalog subset(const std::function<bool(const ApiSpec&)>& keep) const;
     const ApiSpec* find(const std::string& name) const;  // by catalog name only
     // A catalog name ("conv2d"), or the torch API an entry records ("torch.nn.Conv2d", also written
     // "nn.Conv2d", "F.gelu" or "nn.functional.gelu") where exactly one entry records it. Throws

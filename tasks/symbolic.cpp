@@ -197,6 +197,11 @@ ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng
         std::vector<std::string> nonempty;
         for (const auto& c : cats)
             if (!catalog.in_category(c).empty()) nonempty.push_back(c);
+        if (nonempty.empty()) {
+            std::string names;
+            for (const auto& c : cats) names += (names.empty() ? "" : ", ") + c;
+            throw std::runtime_error("the catalog has no API in the categories " + names);
+        }
         return pick(catalog.in_category(pick(nonempty, rng)), rng)->name;
     };
     ApiSet s;
@@ -211,7 +216,9 @@ ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng
         std::string api = from(kEpilogue);
         if (std::find(s.apis.begin(), s.apis.end(), api) == s.apis.end()) s.apis.push_back(api);
     }
-    if (s.apis.size() < 5 && std::uniform_real_distribution<double>(0, 1)(rng) < 0.1) s.apis.push_back(from({"loss"}));
+    if (s.apis.size() < 5 && std::uniform_real_distribution<double>(0, 1)(rng) < 0.1 &&
+        !catalog.in_category("loss").empty())
+        s.apis.push_back(from({"loss"}));
     return s;
 }
 

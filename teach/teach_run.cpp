@@ -35,6 +35,8 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     std::vector<GeneratedTask> tasks;
     std::vector<std::map<std::string, TeacherCandidate>> candidates;
     std::vector<ApiSet> sets;
+    const ApiCatalog supported = catalog.subset([](const ApiSpec& a) { return teacher_supports(a.name); });
+    const ApiCatalog& drawn_from = opts.supported_only ? supported : catalog;
     if (opts.each_api) {
         for (const ApiSpec& a : catalog.apis())
             if (teacher_supports(a.name)) sets.push_back(ApiSet{{a.name}, 1});
@@ -46,7 +48,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         std::snprintf(name, sizeof name, "task_%05d", i);
         d.name = name;
         d.level = opts.each_api ? 1 : opts.levels[static_cast<size_t>(i) % opts.levels.size()];
-        ApiSet set = opts.each_api ? sets[static_cast<size_t>(i)] : sample_api_set(catalog, d.level, rng);
+        ApiSet set = opts.each_api ? sets[static_cast<size_t>(i)] : sample_api_set(drawn_from, d.level, rng);
         GeneratedTask task = generate_task(catalog, set, opts.sizes, rng);
         d.apis = task.apis;
         std::map<std::string, TeacherCandidate> written;

@@ -35,6 +35,9 @@ struct TeachOptions {
     // Instead of sampled sets: one level-1 task per catalog API the teacher supports (count ignored),
     // so that every operator it writes is exercised.
     bool each_api = false;
+    // Sample API sets from the operators the teacher writes only (a corpus run: every draw can become
+    // a pair), instead of the whole catalog (a coverage run: how much of the generator it covers).
+    bool supported_only = false;
 };
 
 struct TeachDraw {

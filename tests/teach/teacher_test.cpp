@@ -100,3 +100,20 @@ TEST(Teacher, NamesTheOperatorItCannotWrite) {
     EXPECT_TRUE(kz::teacher_supports("layer_norm"));
     EXPECT_THROW(kz::parse_quality("best"), std::invalid_argument);
 }
+
+TEST(Teacher, DrawsFromItsSupportedSubsetAreAllWritten) {
+    const kz::ApiCatalog supported =
+        catalog().subset([](const kz::ApiSpec& a) { return kz::teacher_supports(a.name); });
+    ASSERT_LT(supported.apis().size(), catalog().apis().size());
+    EXPECT_TRUE(supported.in_category("loss").empty());  // level 2 draws then add no loss
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 200; ++i) {
+        kz::ApiSet set = kz::sample_api_set(supported, 1 + i % 2, rng);
+        kz::GeneratedTask t = kz::generate_task(supported, set, kz::SizeProfile::small, rng);
+        kz::TeacherCandidate c = kz::teach_triton(t, kz::TeacherQuality::naive);
+        // A layout operator alone (a level-1 flatten) moves no arithmetic: nothing to write.
+        EXPECT_TRUE(c.written || c.unsupported == "no operator with arithmetic") << c.unsupported;
+    }
+    const kz::ApiCatalog none = catalog().subset([](const kz::ApiSpec& a) { return a.category == "activation"; });
+    EXPECT_THROW(kz::sample_api_set(none, 2, rng), std::runtime_error);  // no heavy operator to draw
+}
