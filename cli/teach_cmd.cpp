@@ -147,7 +147,9 @@ Runner add_corpus(CLI::App& app) {
     auto* cmd =
         app.add_subcommand("corpus", "The SFT corpus and a held-out task set from a teach run (teach/corpus.h)");
     cmd->add_option("--from", o->teach_dir, "A kernelzero teach output directory, verified")->required();
-    cmd->add_option("--out", o->out_dir, "Output directory (train.jsonl, heldout/, corpus.json)")->required();
+    cmd->add_option("--out", o->out_dir,
+                    "Output directory (train.jsonl, proposer.jsonl, train_tasks/, heldout/, corpus.json)")
+        ->required();
     cmd->add_option("--heldout", o->heldout_fraction, "Share of API sets held out for evaluation")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
@@ -159,6 +161,7 @@ Runner add_corpus(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--seed", o->seed, "Seed of the split and of the quality choice")->capture_default_str();
+    cmd->add_option("--catalog", o->catalog, "API catalog of the Proposer's prompt (default: the repository's)");
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         o->naive_only = std::set<std::string>(naive_only->begin(), naive_only->end());

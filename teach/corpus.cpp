@@ -9,6 +9,8 @@
 #include "common/files.h"
 #include "common/hash.h"
 #include "prompts/coder_prompt.h"
+#include "tasks/api_catalog.h"
+#include "tasks/proposer.h"
 #include "tasks/similarity.h"
 
 namespace kz {
@@ -101,8 +103,15 @@ json build_corpus(const CorpusOptions& o) {
         train_kept.push_back(t);
     }
 
+    auto messages_json = [](const std::vector<ChatMessage>& messages) {
+        json j = json::array();
+        for (const ChatMessage& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
+        return j;
+    };
     CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
-    std::string lines;
+    const ApiCatalog catalog = ApiCatalog::load(o.catalog.empty() ? ApiCatalog::default_path() : o.catalog);
+    std::string lines, proposer_lines;
+    std::vector<const Task*> paired;
     std::map<std::string, int> by_quality;
     int naive_only_dropped = 0;
     for (const Task* t : train_kept) {
@@ -119,11 +128,8 @@ json build_corpus(const CorpusOptions& o) {
             ++naive_only_dropped;
             continue;
         }
-        json messages = json::array();
-        for (const ChatMessage& m : prompt.messages(t->source))
-            messages.push_back({{"role", m.role}, {"content", m.content}});
         const std::string candidate = read_file(o.teach_dir + "/" + quality + "/" + t->name + ".py");
-        lines += json{{"prompt", messages},
+        lines += json{{"prompt", messages_json(prompt.messages(t->source))},
                       {"completion", coder_answer(candidate)},
                       {"task", t->name},
                       {"quality", quality},
@@ -131,18 +137,30 @@ json build_corpus(const CorpusOptions& o) {
                      .dump() +
                  "\n";
         ++by_quality[quality];
+        paired.push_back(t);
+        proposer_lines += json{{"prompt", messages_json(proposer_prompt(catalog, t->apis))},
+                               {"completion", coder_answer(t->source)},
+                               {"task", t->name},
+                               {"apis", t->apis}}
+                              .dump() +
+                          "\n";
     }
 
     fs::create_directories(o.out_dir);
-    const std::string heldout_dir = o.out_dir + "/heldout";
-    fs::remove_all(heldout_dir);  // a set from other options must not linger beside this one
-    fs::create_directories(heldout_dir);
+    // Sets from other options must not linger beside these ones.
+    const std::string heldout_dir = o.out_dir + "/heldout", train_dir = o.out_dir + "/train_tasks";
+    for (const std::string& d : {heldout_dir, train_dir}) {
+        fs::remove_all(d);
+        fs::create_directories(d);
+    }
     std::set<std::string> heldout_sets;
     for (const Task* t : heldout_kept) {
         write_file_atomic(heldout_dir + "/" + t->name + ".py", t->source);
         heldout_sets.insert(t->key);
     }
+    for (const Task* t : paired) write_file_atomic(train_dir + "/" + t->name + ".py", t->source);
     write_file_atomic(o.out_dir + "/train.jsonl", lines);
+    write_file_atomic(o.out_dir + "/proposer.jsonl", proposer_lines);
     json summary = {
         {"teach_dir", o.teach_dir},
         {"options",
@@ -156,6 +174,7 @@ json build_corpus(const CorpusOptions& o) {
         {"heldout_tasks", heldout_kept.size()},
         {"heldout_api_sets", heldout_sets},
         {"train_pairs", by_quality["naive"] + by_quality["fused"]},
+        {"proposer_pairs", by_quality["naive"] + by_quality["fused"]},
         {"train_by_quality", by_quality},
         {"dropped",
          {{"repeats", repeats}, {"near_duplicates", near}, {"naive_only_without_naive", naive_only_dropped}}}};

@@ -2,6 +2,10 @@
 // pairs in the trainer's format (train/sft.h: the Coder prompt of prompts/, the candidate as the
 // answer), and a held-out evaluation set that shares no API set with them. Writes, under out_dir:
 //   train.jsonl     {"prompt": [messages], "completion", "task", "quality", "apis"} per pair
+//   proposer.jsonl  the Proposer's pairs over the same training tasks: its prompt for the task's API
+//                   set (tasks/proposer.h) and the task file as the answer, {"prompt", "completion",
+//                   "task", "apis"}: SFT of a Proposer that writes valid modules
+//   train_tasks/    the training tasks themselves (KernelBench format: a Coder pool to import)
 //   heldout/        the held-out tasks (KernelBench format: `eval.tasks` or `bench --tasks`)
 //   corpus.json     what was kept and dropped, and why, with the options
 #pragma once
@@ -29,6 +33,7 @@ struct CorpusOptions {
     // reaches this is a near duplicate and dropped (the task pipeline's novelty rule).
     double near_duplicate = 0.9;
     uint64_t seed = 0;
+    std::string catalog;  // the API catalog of the Proposer's prompt ("": the repository's)
 };
 
 // Builds the corpus; returns corpus.json's object. Throws std::runtime_error naming a missing or

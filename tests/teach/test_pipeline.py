@@ -37,6 +37,13 @@ class Pipeline(unittest.TestCase):
             corpus = json.loads((tmp / "corpus" / "corpus.json").read_text())
             self.assertGreater(corpus["train_pairs"], 0)
             self.assertGreater(corpus["heldout_tasks"], 0)
+            # The Proposer's pairs and the Coder's pool cover the same training tasks.
+            proposer = lines(tmp / "corpus" / "proposer.jsonl")
+            self.assertEqual(len(proposer), corpus["train_pairs"])
+            self.assertEqual({p["task"] for p in proposer},
+                             {p.stem for p in (tmp / "corpus" / "train_tasks").glob("*.py")})
+            self.assertTrue(all(p["completion"].startswith("```python\n") and "class Model" in p["completion"]
+                                for p in proposer))
 
             # tiny-cpu, one iteration, the Coder first fine-tuned on the corpus, evaluated on its held-out set.
             config = run("train", "--preset", "tiny-cpu", "--print-config")
