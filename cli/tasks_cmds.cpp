@@ -1,5 +1,8 @@
 // Task-generation subcommands: tasks validate | list | show | stats | export | import, and propose.
 #include <algorithm>
+#include <thread>
+#include <optional>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -108,6 +111,7 @@ struct StoreArgs {
     int64_t id = 0, limit = 50;
     bool as_json = false, valid_only = false, no_validate = false;
     std::string device = "cpu";
+    int workers = 1;
 };
 
 int usage_tasks(const std::string& why) { return usage_error("tasks", why); }
@@ -160,6 +164,24 @@ int tasks_export(TaskStore& store, const StoreArgs& a) {
     return 0;
 }
 
+// A directory's manifest.jsonl, when it has one: {"file", "apis", "level"} per task file (what
+// `kernelzero corpus` writes), so that imported tasks keep their API sets (the frontier's keys, and
+// validation's uses_api_set check) and levels.
+std::map<std::string, std::pair<std::vector<std::string>, int>> import_manifest(const std::string& dir) {
+    std::map<std::string, std::pair<std::vector<std::string>, int>> by_file;
+    const std::string path = dir + "/manifest.jsonl";
+    if (!std::filesystem::is_regular_file(path)) return by_file;
+    int n = 0;
+    for (const nlohmann::json& j : read_json_lines(path)) {
+        ++n;
+        if (!j.is_object() || !j.contains("file") || !j["file"].is_string() || !j.contains("apis") ||
+            !j["apis"].is_array())
+            throw std::runtime_error(path + ":" + std::to_string(n) + ": needs \"file\" and \"apis\"");
+        by_file[j["file"].get<std::string>()] = {j["apis"].get<std::vector<std::string>>(), j.value("level", 0)};
+    }
+    return by_file;
+}
+
 int tasks_import(TaskStore& store, const StoreArgs& a) {
     std::error_code ec;
     if (!std::filesystem::is_directory(a.dir, ec)) return usage_tasks(a.dir + " is not a directory");
@@ -167,19 +189,43 @@ int tasks_import(TaskStore& store, const StoreArgs& a) {
     for (const auto& e : std::filesystem::directory_iterator(a.dir))
         if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
+    const auto manifest = import_manifest(a.dir);
     std::string origin = a.origin.empty() ? "import:" + std::filesystem::path(a.dir).filename().string() : a.origin;
     ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
     PipelineOptions po;
     po.validation.device = a.device;
+    po.validation.workers = a.workers;
     std::unique_ptr<TaskPipeline> pipe;
     if (!a.no_validate) pipe = std::make_unique<TaskPipeline>(catalog, store, po);
-    int valid = 0;
+    std::vector<std::string> sources;
+    std::vector<std::pair<std::vector<std::string>, int>> sets;
     for (const auto& f : files) {
-        std::string src = read_file(f);
+        sources.push_back(read_file(f));
+        auto it = manifest.find(std::filesystem::path(f).filename().string());
+        sets.push_back(it == manifest.end() ? std::pair<std::vector<std::string>, int>{} : it->second);
+    }
+    // Validated `workers` at once, then stored one by one in file order: the same store whatever the
+    // timing (novelty is judged against what is stored before each).
+    std::vector<std::optional<TaskValidation>> validated(files.size());
+    if (pipe) {
+        std::atomic<size_t> next{0};
+        auto validate_some = [&] {
+            for (size_t i = next++; i < files.size(); i = next++) {
+                validated[i] = pipe->screen(sources[i]);  // a near-duplicate of a stored task: no worker needed
+                if (!validated[i]) validated[i] = pipe->validate(sources[i], sets[i].first);
+            }
+        };
+        std::vector<std::thread> threads;
+        for (int t = 0; t < a.workers; ++t) threads.emplace_back(validate_some);
+        for (auto& t : threads) t.join();
+    }
+    int valid = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+        const auto& [apis, level] = sets[i];
         if (pipe) {
-            valid += pipe->submit(src, {}, 0, origin).valid;
+            valid += pipe->submit(sources[i], apis, level, origin, "", validated[i] ? &*validated[i] : nullptr).valid;
         } else {
-            store.add_task(unvalidated_task(src, {}, 0, origin, "not validated"));
+            store.add_task(unvalidated_task(sources[i], apis, level, origin, "not validated"));
         }
     }
     std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a.store << "\n";
@@ -213,6 +259,9 @@ Runner add_tasks_store(CLI::App& tasks) {
     imp->add_option("dir", a->dir, "Directory")->required();
     imp->add_option("--origin", a->origin, "Origin recorded (default import:DIRNAME)");
     imp->add_option("--device", a->device, "Validation device");
+    imp->add_option("--workers", a->workers, "Validations at once (one reference worker each)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
     imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
     return [=]() -> int {
         try {

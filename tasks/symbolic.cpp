@@ -2,6 +2,7 @@
 #include "tasks/symbolic_builder.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <regex>
@@ -191,6 +192,32 @@ void apply(Builder& b, const ApiSpec& a) {
 }
 
 }  // namespace
+
+std::string api_set_key(std::vector<std::string> apis) {
+    std::sort(apis.begin(), apis.end());
+    apis.erase(std::unique(apis.begin(), apis.end()), apis.end());
+    std::string key;
+    for (const auto& a : apis) key += (key.empty() ? "" : ",") + a;
+    return key;
+}
+
+std::set<std::string> read_api_sets(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read the API sets file " + path);
+    std::set<std::string> sets;
+    std::string line;
+    while (std::getline(in, line)) {
+        std::vector<std::string> apis;
+        std::stringstream ss(line);
+        for (std::string a; std::getline(ss, a, ',');) {
+            a.erase(0, a.find_first_not_of(" \t\r"));
+            a.erase(a.find_last_not_of(" \t\r") + 1);
+            if (!a.empty()) apis.push_back(a);
+        }
+        if (!apis.empty()) sets.insert(api_set_key(apis));
+    }
+    return sets;
+}
 
 ApiSet sample_api_set(const ApiCatalog& catalog, int level, std::mt19937_64& rng) {
     auto from = [&](const std::vector<std::string>& cats) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@ struct ApiSet {
     std::vector<std::string> apis;  // catalog names, 1-5
     int level = 1;                  // 1: one operator; 2: a heavy operator and its epilogues
 };
+
+// An API set's key: its APIs sorted, repeats dropped, joined by commas (the same set in any order).
+std::string api_set_key(std::vector<std::string> apis);
+// API sets from a file, one per line (APIs comma-separated, any order; blank lines skipped), by key.
+// Throws std::runtime_error naming the file when it cannot be read.
+std::set<std::string> read_api_sets(const std::string& path);
 
 // Level 1: one API, category first (so small categories are not drowned), then an API in it.
 // Level 2: one heavy API (convolution, transposed convolution, linear algebra, attention) followed by

@@ -11,6 +11,8 @@
 #include "prompts/coder_prompt.h"
 #include "tasks/api_catalog.h"
 #include "tasks/proposer.h"
+#include "tasks/symbolic.h"
+#include "teach/teacher.h"
 #include "tasks/similarity.h"
 
 namespace kz {
@@ -30,6 +32,7 @@ double unit_hash(const std::string& key) {
 struct Task {
     std::string name, key, source;
     std::vector<std::string> apis;
+    int level = 0;
     std::map<std::string, bool> correct;  // quality -> the verifier passed its candidate
     std::string hash;
     std::set<std::string> shingles;
@@ -49,13 +52,11 @@ std::vector<Task> verified_tasks(const std::string& dir) {
         Task t;
         t.name = d.at("name").get<std::string>();
         t.apis = d.at("apis").get<std::vector<std::string>>();
+        t.level = d.value("level", 0);
         for (const auto& [quality, kernels] : d["kernels"].items())
             t.correct[quality] = status[quality + "/" + t.name] == "correct";
         if (std::none_of(t.correct.begin(), t.correct.end(), [](const auto& q) { return q.second; })) continue;
-        std::vector<std::string> set = t.apis;
-        std::sort(set.begin(), set.end());
-        set.erase(std::unique(set.begin(), set.end()), set.end());
-        for (const auto& a : set) t.key += (t.key.empty() ? "" : ",") + a;
+        t.key = api_set_key(t.apis);
         t.source = read_file(dir + "/tasks/" + t.name + ".py");
         t.hash = normalised_hash(t.source);
         t.shingles = shingles(t.source);
@@ -109,7 +110,8 @@ json build_corpus(const CorpusOptions& o) {
         return j;
     };
     CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
-    const ApiCatalog catalog = ApiCatalog::load(o.catalog.empty() ? ApiCatalog::default_path() : o.catalog);
+    const ApiCatalog catalog =
+        ApiCatalog::load(o.catalog.empty() ? ApiCatalog::default_path() : o.catalog);  // the Proposer's prompt
     std::string lines, proposer_lines;
     std::vector<const Task*> paired;
     std::map<std::string, int> by_quality;
@@ -153,12 +155,31 @@ json build_corpus(const CorpusOptions& o) {
         fs::remove_all(d);
         fs::create_directories(d);
     }
+    // Each directory's manifest.jsonl keeps the API sets and levels (`kernelzero tasks import` reads it).
+    auto write_tasks = [](const std::string& d, const std::vector<const Task*>& ts) {
+        std::string manifest;
+        for (const Task* t : ts) {
+            write_file_atomic(d + "/" + t->name + ".py", t->source);
+            manifest += json{{"file", t->name + ".py"}, {"apis", t->apis}, {"level", t->level}}.dump() + "\n";
+        }
+        write_file_atomic(d + "/manifest.jsonl", manifest);
+    };
+    write_tasks(heldout_dir, heldout_kept);
+    write_tasks(train_dir, paired);
     std::set<std::string> heldout_sets;
-    for (const Task* t : heldout_kept) {
-        write_file_atomic(heldout_dir + "/" + t->name + ".py", t->source);
-        heldout_sets.insert(t->key);
-    }
-    for (const Task* t : paired) write_file_atomic(train_dir + "/" + t->name + ".py", t->source);
+    for (const Task* t : heldout_kept) heldout_sets.insert(t->key);
+    std::string set_lines;
+    for (const auto& k : heldout_sets) set_lines += k + "\n";
+    write_file_atomic(heldout_dir + "/api_sets.txt", set_lines);
+    // The catalog's operators the teacher writes: a run over this corpus draws its API sets from them
+    // (train's `catalog`), so that its tasks stay in the families the Coder was taught.
+    const std::string catalog_path = o.catalog.empty() ? ApiCatalog::default_path() : o.catalog;
+    json families = json::parse(read_file(catalog_path));
+    json kept_apis = json::array();
+    for (const json& a : families.at("apis"))
+        if (teacher_supports(a.value("name", ""))) kept_apis.push_back(a);
+    families["apis"] = kept_apis;
+    write_file_atomic(o.out_dir + "/catalog.json", families.dump(1) + "\n");
     write_file_atomic(o.out_dir + "/train.jsonl", lines);
     write_file_atomic(o.out_dir + "/proposer.jsonl", proposer_lines);
     json summary = {

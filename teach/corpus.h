@@ -7,6 +7,10 @@
 //                   "task", "apis"}: SFT of a Proposer that writes valid modules
 //   train_tasks/    the training tasks themselves (KernelBench format: a Coder pool to import)
 //   heldout/        the held-out tasks (KernelBench format: `eval.tasks` or `bench --tasks`)
+//                   Both with a manifest.jsonl: {"file", "apis", "level"} per task file; heldout/
+//                   also with api_sets.txt, its API sets (train's propose.exclude_sets)
+//   catalog.json    the API catalog's operators the teacher writes (train's `catalog` for a run on
+//                   this corpus)
 //   corpus.json     what was kept and dropped, and why, with the options
 #pragma once
 

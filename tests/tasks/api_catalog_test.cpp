@@ -1,7 +1,10 @@
 #include "tasks/api_catalog.h"
+#include "tasks/symbolic.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 using json = nlohmann::json;
@@ -157,4 +160,17 @@ TEST(ApiCatalog, TorchNamesResolveWhereUnambiguous) {
     EXPECT_THROW(c.torch_api_of("nn.Teleport"), std::invalid_argument);
     EXPECT_THROW(c.resolve("torch.teleport"), std::invalid_argument);
     EXPECT_THROW(c.resolve("F."), std::invalid_argument);
+}
+
+TEST(ApiSets, AKeyIgnoresOrderAndRepeatsAndAFileListsSets) {
+    EXPECT_EQ(kz::api_set_key({"relu", "conv2d", "relu"}), "conv2d,relu");
+    const auto path = std::filesystem::temp_directory_path() / "kz_api_sets_test.txt";
+    {
+        std::ofstream f(path);
+        f << "softmax, conv2d\n\n  gelu \nrelu,conv2d,relu\r\n";
+    }
+    const std::set<std::string> sets = kz::read_api_sets(path.string());
+    EXPECT_EQ(sets, (std::set<std::string>{"conv2d,softmax", "gelu", "conv2d,relu"}));
+    std::filesystem::remove(path);
+    EXPECT_THROW(kz::read_api_sets(path.string()), std::runtime_error);
 }
