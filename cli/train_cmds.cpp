@@ -98,7 +98,7 @@ Runner add_train(CLI::App& app) {
 
 Runner add_sft(CLI::App& app) {
     struct Args {
-        std::string config, data, out;
+        std::string config, data, out, device;
         std::optional<int> epochs;
     };
     auto a = std::make_shared<Args>();
@@ -108,6 +108,7 @@ Runner add_sft(CLI::App& app) {
     cmd->add_option("--data", a->data, "Overrides sft.data");
     cmd->add_option("--out", a->out, "Overrides sft.out");
     cmd->add_option("--epochs", a->epochs, "Overrides sft.epochs")->check(CLI::Range(1, 100000));
+    cmd->add_option("--device", a->device, "Overrides device (cpu, cuda, cuda:N)");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
         try {
@@ -115,6 +116,7 @@ Runner add_sft(CLI::App& app) {
             if (!a->data.empty()) c.sft.data = a->data;
             if (!a->out.empty()) c.sft.out = a->out;
             if (a->epochs) c.sft.epochs = *a->epochs;
+            if (!a->device.empty()) c.device = a->device;
             catch_stop_signals();
             SftResult r = run_sft(c, g_stop);
             std::cout << r.to_json().dump() << std::endl;

@@ -1,6 +1,6 @@
 // Stage eval: bench's run of the Coder on the fixed held-out task set, into eval/iter-K (resumable by
-// itself; the leader alone). Adds "eval" (pass@k, fast_p, geomean speedup, the report's path) to the
-// metrics.
+// itself; the leader alone). Adds "eval" (pass@k, fast_p and geomean speedup against eager and
+// torch.compile, the report's path) to the metrics.
 #include "train/trainer_impl.h"
 
 #include <filesystem>
@@ -38,6 +38,8 @@ void Trainer::evaluate(int64_t it, json& m) {
                  {"pass_at_k", o.value("pass_at_k", json::object())},
                  {"fast_p_eager", o.value("fast_p_eager", json::object())},
                  {"geomean_speedup_eager", o.value("geomean_speedup_eager", json(nullptr))},
+                 {"fast_p_compile", o.value("fast_p_compile", json::object())},
+                 {"geomean_speedup_compile", o.value("geomean_speedup_compile", json(nullptr))},
                  {"report", bo.out_dir + "/report.html"}};
 }
 

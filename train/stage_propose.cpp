@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "common/hash.h"
@@ -112,7 +113,15 @@ void Trainer::draw_api_sets(int64_t it, ProposeRound& r) {
     std::mt19937_64 rng(derive_seed(cfg_.seed, it, kProposeStage));
     for (int s = 0; s < pc.api_sets; ++s) {
         int level = pc.levels[static_cast<size_t>(s) % pc.levels.size()];
-        r.sets.push_back(frontier_.draw(catalog_, level, rng));
+        // An excluded set (held out for evaluation) is drawn again; a frontier that offers nothing
+        // else is a configuration error, not a silent leak.
+        ApiSet set = frontier_.draw(catalog_, level, rng);
+        for (int tries = 1; excluded_sets_.count(api_set_key(set.apis)); ++tries) {
+            if (tries == 1000)
+                throw std::runtime_error("propose.exclude_sets excludes every API set the frontier drew (1000 draws)");
+            set = frontier_.draw(catalog_, level, rng);
+        }
+        r.sets.push_back(std::move(set));
         r.prompts.push_back(proposer_->encode_chat(proposer_prompt(catalog_, r.sets.back().apis)));
         std::string joined;
         for (const auto& a : r.sets.back().apis) joined += a + ",";

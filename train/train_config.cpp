@@ -167,6 +167,7 @@ const auto propose_fields = [](auto& p, auto& v) {
     v("validation_workers", p.validation_workers, Between{1, 64});
     v("sizes", p.sizes, OneOf{{"small", "typical"}});
     v("advantage", p.advantage, OneOf{{"grpo", "dr_grpo"}});
+    v.path("exclude_sets", p.exclude_sets);
 };
 
 const auto coder_phase_fields = [](auto& p, auto& v) {
@@ -232,6 +233,7 @@ const auto top_fields = [](auto& c, auto& v) {
     v("backend", c.backend, OneOf{{"triton", "cuda"}});
     v("format", c.format);
     v.path("task_store", c.task_store);
+    v.path("catalog", c.catalog);
     v("warm_start", c.warm_start);
 };
 

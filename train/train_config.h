@@ -55,6 +55,9 @@ struct ProposerPhase {
     int validation_workers = 1;      // module validations at once per rank (one reference worker each)
     std::string sizes = "typical";   // symbolic fallback's sizes: small | typical
     std::string advantage = "grpo";  // grpo | dr_grpo over each set's proposals
+    // A file of API sets never drawn, one per line, APIs comma-separated in any order (e.g. the held-out
+    // sets of an evaluation: `kernelzero corpus` writes heldout/api_sets.txt). "" = none.
+    std::string exclude_sets;
 };
 
 struct CoderPhase {
@@ -113,6 +116,7 @@ struct TrainConfig {
     std::string backend = "triton";     // triton | cuda
     std::string format;                 // cuda: nvrtc (default) | inline
     std::string task_store;             // "" = <run>/tasks.sqlite
+    std::string catalog;                // the API catalog drawn from; "" = the repository's
     bool warm_start = false;            // train: SFT of the Coder on [sft] before iteration 1 (stage warm_start)
     PolicySpec coder, proposer;
     ProposerPhase propose;

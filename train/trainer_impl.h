@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,7 @@ private:
     std::string run_path_;
     int64_t last_iteration_;
     ApiCatalog catalog_;
+    std::set<std::string> excluded_sets_;  // propose.exclude_sets: sorted, comma-joined API sets
     CoderFormat format_;
     CoderPrompt prompt_;
     FrontierTracker frontier_;

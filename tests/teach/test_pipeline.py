@@ -45,10 +45,27 @@ class Pipeline(unittest.TestCase):
             self.assertTrue(all(p["completion"].startswith("```python\n") and "class Model" in p["completion"]
                                 for p in proposer))
 
-            # tiny-cpu, one iteration, the Coder first fine-tuned on the corpus, evaluated on its held-out set.
+            # The training tasks as the Coder's pool, with their API sets (the corpus's manifest).
+            run("tasks", "import", "--store", str(tmp / "pool.sqlite"), str(tmp / "corpus" / "train_tasks"),
+                "--origin", "corpus", "--device", "cpu", "--workers", "2")
+            manifest = {m["file"][:-3]: m["apis"] for m in lines(tmp / "corpus" / "train_tasks" / "manifest.jsonl")}
+            pool = [json.loads(t) for t in run("tasks", "list", "--store", str(tmp / "pool.sqlite"), "--json",
+                                              "--limit", "100000").splitlines()]
+            self.assertEqual(sorted(t["apis"] for t in pool), sorted(manifest.values()))
+            self.assertTrue(all(t["valid"] for t in pool), [t for t in pool if not t["valid"]])
+            families = {a["name"] for a in json.loads((tmp / "corpus" / "catalog.json").read_text())["apis"]}
+            heldout_sets = set((tmp / "corpus" / "heldout" / "api_sets.txt").read_text().split())
+            self.assertEqual(len(heldout_sets), len(corpus["heldout_api_sets"]))
+
+            # tiny-cpu, one iteration, the Coder first fine-tuned on the corpus, evaluated on its held-out set;
+            # the pool above, API sets drawn from the teacher's families and never from a held-out set.
             config = run("train", "--preset", "tiny-cpu", "--print-config")
             config = config.replace('"data/qwen2.5-tokenizer"', json.dumps(str(ROOT / "data" / "qwen2.5-tokenizer")))
-            config = re.sub(r"(?m)^iterations = \d+$", "iterations = 1\nwarm_start = true", config)
+            config = re.sub(r"(?m)^iterations = \d+$", "iterations = 1\nwarm_start = true\n"
+                            f"task_store = {json.dumps(str(tmp / 'pool.sqlite'))}\n"
+                            f"catalog = {json.dumps(str(tmp / 'corpus' / 'catalog.json'))}", config)
+            config = config.replace("[propose]\n", "[propose]\nexclude_sets = "
+                                    + json.dumps(str(tmp / "corpus" / "heldout" / "api_sets.txt")) + "\n", 1)
             config = re.sub(r'(?m)^tasks = \["examples/known_good/tasks"\]$',
                             "tasks = [" + json.dumps(str(tmp / "corpus" / "heldout")) + "]", config)
             config = re.sub(r"(?ms)^\[sft\].*?(?=^\[|\Z)", "", config)
@@ -66,6 +83,13 @@ class Pipeline(unittest.TestCase):
             verdicts = lines(next((tmp / "run" / "eval").iterdir()) / "verdicts.jsonl")
             self.assertEqual(len(verdicts), corpus["heldout_tasks"])
             self.assertTrue(all(v["status"] != "infra_error" for v in verdicts), verdicts)
+            proposed = [json.loads(t) for t in run("tasks", "list", "--store", str(tmp / "pool.sqlite"), "--json",
+                                                   "--limit", "100000").splitlines()]
+            proposed = [t for t in proposed if t["origin"] != "corpus"]
+            self.assertTrue(proposed, "the run proposed nothing")
+            for t in proposed:
+                self.assertTrue(set(t["apis"]) <= families, t)
+                self.assertNotIn(",".join(sorted(set(t["apis"]))), heldout_sets, t)
 
 
 if __name__ == "__main__":
