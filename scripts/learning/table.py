@@ -1,0 +1,73 @@
+"""The learning experiment's summary table (docs/LEARNING.md) from what scripts/learning_experiment.sh
+wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/metrics.json) and each RL
+arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
+its stage times). pass@1 and fast_1 are shares of the held-out tasks, with 95% Wilson intervals.
+
+Usage: python3 table.py LEARN_DIR"""
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def wilson(k, n, z=1.96):
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def share(p, n):
+    """A share of n tasks as 'p [lo, hi]'."""
+    if p is None or not n:
+        return "-"
+    k = round(p * n)
+    lo, hi = wilson(k, n)
+    return f"{p:.3f} [{lo:.2f}, {hi:.2f}]"
+
+
+def figures(m):
+    """pass@1, fast_1 vs eager and vs torch.compile, geomean vs eager, tasks: from bench's overall
+    metrics or a trainer's eval entry."""
+    n = m.get("tasks", 0)
+    return {"n": n, "pass1": m.get("pass_at_k", {}).get("pass@1"), "fast1": m.get("fast_p_eager", {}).get("1"),
+            "fast1_compile": m.get("fast_p_compile", {}).get("1"), "geomean": m.get("geomean_speedup_eager")}
+
+
+def row(arm, seed, start, end, verified, tokens, wall):
+    g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
+    return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
+            f"{share(start['fast1'], start['n'])} | {share(end['fast1'], end['n'])} | "
+            f"{share(end['fast1_compile'], end['n'])} | {g} | {verified} | {tokens} | {wall:.0f} s |")
+
+
+def main():
+    d = Path(sys.argv[1])
+    a = d / "arm-A" / "metrics.json"
+    if not a.exists():
+        sys.exit(f"{a} is missing: run the sft stage first")
+    start = figures(json.loads(a.read_text())["overall"])
+    print("| arm | seed | pass@1 start | pass@1 end | fast_1 start | fast_1 end | fast_1 vs compile, end | "
+          "geomean vs eager, end | verifications | tokens sampled | wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(row("A", "-", start, start, 0, 0, 0.0))
+    for run in sorted(d.glob("arm-[BCD]-seed*")):
+        if not run.is_dir() or not (run / "metrics.jsonl").exists():
+            continue
+        its = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        evals = [m["eval"] for m in its if "eval" in m]
+        if not evals:
+            continue
+        arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
+        wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
+        print(row(arm, seed, start, figures(evals[-1]), sum(m.get("verified", 0) for m in its),
+                  sum(m.get("tokens_sampled", 0) for m in its), wall))
+        curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
+                          for m in its if "eval" in m)
+        print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The learning experiment (docs/LEARNING.md), one stage per call, each resumable and each within one
+# GPU command of <= 9 minutes:
+#   scripts/learning_experiment.sh corpus           the teacher's verified kernels (a re-run finishes an
+#                                                   interrupted one), the corpus, the training pool
+#   scripts/learning_experiment.sh sft              the Coder and the Proposer from scratch; arm A (the SFT
+#                                                   Coder on the held-out tasks)
+#   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
+#   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
+# Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
+# from the training pool; D CA-GRPO with the frontier and the Proposer (co-evolution).
+# Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (1200 teacher
+# draws), KZ_LEARN_DEVICE (cuda).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BIN=${KZ_BIN:-build-gpu/kernelzero}
+DIR=${KZ_LEARN_DIR:-runs/learning}
+DEV=${KZ_LEARN_DEVICE:-cuda}
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+CORPUS=$DIR/corpus
+SIZES=typical
+[[ $DEV == cpu ]] && SIZES=small
+
+stage=${1:?usage: $0 corpus | sft | arm B|C|D SEED | table}
+case $stage in
+corpus)
+  "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-1200}" --seed 1 --supported-only --sizes $SIZES \
+    --device "$DEV" --validation-workers 8 --no-progress
+  "$BIN" corpus --from "$DIR/teach" --out "$CORPUS"
+  rm -f "$DIR/pool.sqlite"*
+  "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers 8
+  ;;
+sft)
+  [[ -f $DIR/sft/model/model.safetensors ]] ||
+    "$BIN" sft --config scripts/learning/coder_sft.toml --data "$CORPUS/train.jsonl" --out "$DIR/sft" --device "$DEV"
+  [[ -f $DIR/proposer_sft/model/model.safetensors ]] ||
+    "$BIN" sft --config scripts/learning/proposer_sft.toml --data "$CORPUS/proposer.jsonl" --out "$DIR/proposer_sft" \
+      --device "$DEV"
+  # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
+  "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
+    --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
+  ;;
+arm)
+  arm=${2:?arm B, C or D}
+  seed=${3:?seed}
+  case $arm in
+  B) reward=grpo propose=false ;;
+  C) reward=ca_grpo propose=false ;;
+  D) reward=ca_grpo propose=true ;;
+  *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
+  esac
+  run=$DIR/arm-$arm-seed$seed
+  # Each arm trains on its own copy of the pool: its proposals and attempts stay its own.
+  [[ -f $run.tasks.sqlite ]] || cp "$DIR/pool.sqlite" "$run.tasks.sqlite"
+  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|" \
+      -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
+      -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
+      scripts/learning/arm.toml > "$run.toml"
+  resume=()
+  [[ -f $run/run.json ]] && resume=(--resume)
+  "$BIN" train --config "$run.toml" --out "$run" "${resume[@]}"
+  "$BIN" report "$run" > /dev/null
+  ;;
+table)
+  python3 "$ROOT/scripts/learning/table.py" "$DIR"
+  ;;
+*)
+  echo "unknown stage $stage (corpus, sft, arm, table)" >&2
+  exit 2
+  ;;
+esac
