@@ -65,58 +65,65 @@ std::vector<Task> verified_tasks(const std::string& dir) {
     return tasks;
 }
 
-}  // namespace
+// The held-out and training tasks: a share of the API sets held out whole (minus exact repeats); a
+// training task that repeats or nearly repeats a kept task, held out or trained, is dropped.
+struct Split {
+    std::vector<const Task*> heldout, train;
+    int repeats = 0, near_duplicates = 0;
+};
 
-json build_corpus(const CorpusOptions& o) {
-    std::vector<Task> tasks = verified_tasks(o.teach_dir);
+Split split_tasks(const std::vector<Task>& tasks, const CorpusOptions& o) {
     const std::string seed = std::to_string(o.seed);
     std::vector<const Task*> heldout, train;
     for (const Task& t : tasks)
         (unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction ? heldout : train).push_back(&t);
-
-    // Near duplicates: held-out tasks are kept whole (minus exact repeats); a training task close to
-    // any kept task, held out or trained, is dropped.
+    Split s;
     std::vector<const Task*> kept;
     std::set<std::string> hashes;
-    int repeats = 0, near = 0;
-    std::vector<const Task*> heldout_kept;
     for (const Task* t : heldout) {
         if (!hashes.insert(t->hash).second) {
-            ++repeats;
+            ++s.repeats;
             continue;
         }
         kept.push_back(t);
-        heldout_kept.push_back(t);
+        s.heldout.push_back(t);
     }
-    std::vector<const Task*> train_kept;
     for (const Task* t : train) {
         if (hashes.count(t->hash)) {
-            ++repeats;
+            ++s.repeats;
             continue;
         }
         if (std::any_of(kept.begin(), kept.end(),
                         [&](const Task* k) { return jaccard(k->shingles, t->shingles) >= o.near_duplicate; })) {
-            ++near;
+            ++s.near_duplicates;
             continue;
         }
         hashes.insert(t->hash);
         kept.push_back(t);
-        train_kept.push_back(t);
+        s.train.push_back(t);
     }
+    return s;
+}
 
-    auto messages_json = [](const std::vector<ChatMessage>& messages) {
-        json j = json::array();
-        for (const ChatMessage& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
-        return j;
-    };
-    CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
-    const ApiCatalog catalog =
-        ApiCatalog::load(o.catalog.empty() ? ApiCatalog::default_path() : o.catalog);  // the Proposer's prompt
-    std::string lines, proposer_lines;
-    std::vector<const Task*> paired;
+json messages_json(const std::vector<ChatMessage>& messages) {
+    json j = json::array();
+    for (const ChatMessage& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
+    return j;
+}
+
+// The Coder's and the Proposer's pairs (JSONL) over the training tasks that have a candidate to teach.
+struct Pairs {
+    std::string coder, proposer;
+    std::vector<const Task*> tasks;
     std::map<std::string, int> by_quality;
     int naive_only_dropped = 0;
-    for (const Task* t : train_kept) {
+};
+
+Pairs make_pairs(const std::vector<const Task*>& train, const CorpusOptions& o, const CoderPrompt& prompt,
+                 const ApiCatalog& catalog) {
+    const std::string seed = std::to_string(o.seed);
+    Pairs p;
+    for (const Task* t : train) {
         const bool fused_allowed =
             std::none_of(t->apis.begin(), t->apis.end(), [&](const std::string& a) { return o.naive_only.count(a); });
         const bool fused_ok = fused_allowed && t->correct.count("fused") && t->correct.at("fused");
@@ -127,78 +134,92 @@ json build_corpus(const CorpusOptions& o) {
         else if (naive_ok)
             quality = "naive";
         if (quality.empty()) {
-            ++naive_only_dropped;
+            ++p.naive_only_dropped;
             continue;
         }
         const std::string candidate = read_file(o.teach_dir + "/" + quality + "/" + t->name + ".py");
-        lines += json{{"prompt", messages_json(prompt.messages(t->source))},
-                      {"completion", coder_answer(candidate)},
-                      {"task", t->name},
-                      {"quality", quality},
-                      {"apis", t->apis}}
-                     .dump() +
-                 "\n";
-        ++by_quality[quality];
-        paired.push_back(t);
-        proposer_lines += json{{"prompt", messages_json(proposer_prompt(catalog, t->apis))},
-                               {"completion", coder_answer(t->source)},
-                               {"task", t->name},
-                               {"apis", t->apis}}
-                              .dump() +
-                          "\n";
+        p.coder += json{{"prompt", messages_json(prompt.messages(t->source))},
+                        {"completion", coder_answer(candidate)},
+                        {"task", t->name},
+                        {"quality", quality},
+                        {"apis", t->apis}}
+                       .dump() +
+                   "\n";
+        p.proposer += json{{"prompt", messages_json(proposer_prompt(catalog, t->apis))},
+                           {"completion", coder_answer(t->source)},
+                           {"task", t->name},
+                           {"apis", t->apis}}
+                          .dump() +
+                      "\n";
+        ++p.by_quality[quality];
+        p.tasks.push_back(t);
     }
+    return p;
+}
+
+// A task directory made afresh (a set from other options must not linger beside this one), with a
+// manifest.jsonl of the API sets and levels (`kernelzero tasks import` reads it).
+void write_task_dir(const std::string& dir, const std::vector<const Task*>& tasks) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::string manifest;
+    for (const Task* t : tasks) {
+        write_file_atomic(dir + "/" + t->name + ".py", t->source);
+        manifest += json{{"file", t->name + ".py"}, {"apis", t->apis}, {"level", t->level}}.dump() + "\n";
+    }
+    write_file_atomic(dir + "/manifest.jsonl", manifest);
+}
+
+// The catalog's operators the teacher writes: a run over this corpus draws its API sets from them
+// (train's `catalog`), so that its tasks stay in the families the Coder was taught.
+void write_families_catalog(const std::string& catalog_path, const std::string& out) {
+    json families = json::parse(read_file(catalog_path));
+    json kept = json::array();
+    for (const json& a : families.at("apis"))
+        if (teacher_supports(a.value("name", ""))) kept.push_back(a);
+    families["apis"] = kept;
+    write_file_atomic(out, families.dump(1) + "\n");
+}
+
+}  // namespace
+
+json build_corpus(const CorpusOptions& o) {
+    const std::vector<Task> tasks = verified_tasks(o.teach_dir);
+    const Split split = split_tasks(tasks, o);
+    const CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
+    const std::string catalog_path = o.catalog.empty() ? ApiCatalog::default_path() : o.catalog;
+    const Pairs pairs = make_pairs(split.train, o, prompt, ApiCatalog::load(catalog_path));
 
     fs::create_directories(o.out_dir);
-    // Sets from other options must not linger beside these ones.
-    const std::string heldout_dir = o.out_dir + "/heldout", train_dir = o.out_dir + "/train_tasks";
-    for (const std::string& d : {heldout_dir, train_dir}) {
-        fs::remove_all(d);
-        fs::create_directories(d);
-    }
-    // Each directory's manifest.jsonl keeps the API sets and levels (`kernelzero tasks import` reads it).
-    auto write_tasks = [](const std::string& d, const std::vector<const Task*>& ts) {
-        std::string manifest;
-        for (const Task* t : ts) {
-            write_file_atomic(d + "/" + t->name + ".py", t->source);
-            manifest += json{{"file", t->name + ".py"}, {"apis", t->apis}, {"level", t->level}}.dump() + "\n";
-        }
-        write_file_atomic(d + "/manifest.jsonl", manifest);
-    };
-    write_tasks(heldout_dir, heldout_kept);
-    write_tasks(train_dir, paired);
+    write_task_dir(o.out_dir + "/heldout", split.heldout);
+    write_task_dir(o.out_dir + "/train_tasks", pairs.tasks);
     std::set<std::string> heldout_sets;
-    for (const Task* t : heldout_kept) heldout_sets.insert(t->key);
+    for (const Task* t : split.heldout) heldout_sets.insert(t->key);
     std::string set_lines;
     for (const auto& k : heldout_sets) set_lines += k + "\n";
-    write_file_atomic(heldout_dir + "/api_sets.txt", set_lines);
-    // The catalog's operators the teacher writes: a run over this corpus draws its API sets from them
-    // (train's `catalog`), so that its tasks stay in the families the Coder was taught.
-    const std::string catalog_path = o.catalog.empty() ? ApiCatalog::default_path() : o.catalog;
-    json families = json::parse(read_file(catalog_path));
-    json kept_apis = json::array();
-    for (const json& a : families.at("apis"))
-        if (teacher_supports(a.value("name", ""))) kept_apis.push_back(a);
-    families["apis"] = kept_apis;
-    write_file_atomic(o.out_dir + "/catalog.json", families.dump(1) + "\n");
-    write_file_atomic(o.out_dir + "/train.jsonl", lines);
-    write_file_atomic(o.out_dir + "/proposer.jsonl", proposer_lines);
-    json summary = {
-        {"teach_dir", o.teach_dir},
-        {"options",
-         {{"heldout_fraction", o.heldout_fraction},
-          {"fused_fraction", o.fused_fraction},
-          {"naive_only", o.naive_only},
-          {"near_duplicate", o.near_duplicate},
-          {"seed", o.seed},
-          {"prompt", prompt.version()}}},
-        {"verified_tasks", tasks.size()},
-        {"heldout_tasks", heldout_kept.size()},
-        {"heldout_api_sets", heldout_sets},
-        {"train_pairs", by_quality["naive"] + by_quality["fused"]},
-        {"proposer_pairs", by_quality["naive"] + by_quality["fused"]},
-        {"train_by_quality", by_quality},
-        {"dropped",
-         {{"repeats", repeats}, {"near_duplicates", near}, {"naive_only_without_naive", naive_only_dropped}}}};
+    write_file_atomic(o.out_dir + "/heldout/api_sets.txt", set_lines);
+    write_families_catalog(catalog_path, o.out_dir + "/catalog.json");
+    write_file_atomic(o.out_dir + "/train.jsonl", pairs.coder);
+    write_file_atomic(o.out_dir + "/proposer.jsonl", pairs.proposer);
+    const int n_pairs = static_cast<int>(pairs.tasks.size());
+    json summary = {{"teach_dir", o.teach_dir},
+                    {"options",
+                     {{"heldout_fraction", o.heldout_fraction},
+                      {"fused_fraction", o.fused_fraction},
+                      {"naive_only", o.naive_only},
+                      {"near_duplicate", o.near_duplicate},
+                      {"seed", o.seed},
+                      {"prompt", prompt.version()}}},
+                    {"verified_tasks", tasks.size()},
+                    {"heldout_tasks", split.heldout.size()},
+                    {"heldout_api_sets", heldout_sets},
+                    {"train_pairs", n_pairs},
+                    {"proposer_pairs", n_pairs},
+                    {"train_by_quality", pairs.by_quality},
+                    {"dropped",
+                     {{"repeats", split.repeats},
+                      {"near_duplicates", split.near_duplicates},
+                      {"naive_only_without_naive", pairs.naive_only_dropped}}}};
     write_file_atomic(o.out_dir + "/corpus.json", summary.dump(1) + "\n");
     return summary;
 }
