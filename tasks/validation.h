@@ -72,6 +72,7 @@ public:
     // itself is a check. Thread-safe: up to `workers` calls run at once, the others wait.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
     int workers() const { return static_cast<int>(slots_.size()); }
+    const ValidationOptions& options() const { return opts_; }
 
 private:
     struct Slot;

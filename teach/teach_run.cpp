@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
 #include "common/files.h"
+#include "common/hash.h"
 
 namespace kz {
 
@@ -66,19 +68,45 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         candidates.push_back(std::move(written));
     }
 
-    // Only the tasks the teacher writes are validated: validation runs the module.
+    // Only the tasks the teacher writes are validated: validation runs the module. A module this
+    // directory's earlier runs validated (the same source, API set and device) keeps its verdict, so
+    // that a re-run to finish an interrupted verification does not validate every draw again.
+    const std::string cache_path = dir + "/validation.jsonl";
+    std::map<std::string, nlohmann::json> cache;
+    if (fs::is_regular_file(cache_path))
+        for (const nlohmann::json& j : read_json_lines(cache_path))
+            if (j.contains("key") && j["key"].is_string()) cache[j["key"].get<std::string>()] = j;
+    std::vector<std::string> keys(draws.size());
+    std::vector<char> judged(draws.size(), 0);
+    for (size_t i = 0; i < draws.size(); ++i) {
+        std::string apis;
+        for (const auto& a : tasks[i].apis) apis += a + ",";
+        keys[i] = sha256_hex(validator.options().device + "\n" + apis + "\n" + tasks[i].source);
+    }
     std::atomic<size_t> next{0};
     auto validate_some = [&] {
         for (size_t i = next++; i < draws.size() && !stop; i = next++) {
             if (!draws[i].unsupported.empty()) continue;
-            TaskValidation v = validator.validate(tasks[i].source, tasks[i].apis);
-            draws[i].valid = v.valid;
-            draws[i].invalid_reason = v.reason;
+            if (auto it = cache.find(keys[i]); it != cache.end()) {
+                draws[i].valid = it->second.value("valid", false);
+                draws[i].invalid_reason = it->second.value("reason", "");
+            } else {
+                TaskValidation v = validator.validate(tasks[i].source, tasks[i].apis);
+                draws[i].valid = v.valid;
+                draws[i].invalid_reason = v.reason;
+            }
+            judged[i] = 1;
         }
     };
     std::vector<std::thread> threads;
     for (int t = 0; t < validator.workers(); ++t) threads.emplace_back(validate_some);
     for (auto& t : threads) t.join();
+    for (size_t i = 0; i < draws.size(); ++i)
+        if (judged[i])
+            cache[keys[i]] = {{"key", keys[i]}, {"valid", draws[i].valid}, {"reason", draws[i].invalid_reason}};
+    std::string cached_lines;
+    for (const auto& [key, j] : cache) cached_lines += j.dump() + "\n";
+    write_file_atomic(cache_path, cached_lines);
 
     std::string jobs, lines;
     for (size_t i = 0; i < draws.size(); ++i) {

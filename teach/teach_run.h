@@ -6,6 +6,7 @@
 //                              validity (and why not), kernels per quality
 //   jobs.jsonl                 the verifier's jobs (verify --jobs format), id "<quality>/NAME"
 //   verdicts.jsonl             their verdicts (a re-run skips the finished ones)
+//   validation.jsonl           validity by (device, API set, source): a re-run does not validate again
 //   summary.json               coverage and verdicts by level and quality
 // Draws are a function of the seed alone: a re-run with the same options writes the same files.
 #pragma once

@@ -73,6 +73,15 @@ class Teach(unittest.TestCase):
                 for sub in ("tasks", "naive", "fused"):
                     f = f"{sub}/{draw['name']}.py"
                     self.assertEqual((out / f).read_text(), (again / f).read_text(), f)
+            # A re-run into the same directory takes each module's validity from validation.jsonl
+            # instead of validating it again: a planted verdict there is what it reports.
+            cache = lines(again / "validation.jsonl")
+            self.assertEqual(len(cache), sum("unsupported" not in d for d in draws))
+            (again / "validation.jsonl").write_text(
+                "".join(json.dumps({**c, "valid": False, "reason": "planted"}) + "\n" for c in cache))
+            teach(again, "--count", "60", "--seed", "3", "--no-verify")
+            rerun = [d for d in lines(again / "draws.jsonl") if "unsupported" not in d]
+            self.assertTrue(rerun and all(d["invalid_reason"] == "planted" for d in rerun))
 
     def check_corpus(self, teach_dir, out, written):
         """kernelzero corpus: pairs in the SFT format whose answers are the verified candidates, and a
