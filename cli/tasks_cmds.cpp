@@ -78,7 +78,7 @@ Runner add_tasks(CLI::App& app) {
             return usage(e.what());
         }
         try {
-            ApiCatalog catalog = ApiCatalog::load(a->catalog.empty() ? ApiCatalog::default_path() : a->catalog);
+            ApiCatalog catalog = ApiCatalog::load(ApiCatalog::path_or_default(a->catalog));
             ValidationOptions o;
             o.device = a->device;
             o.max_runtime_ms = a->max_runtime_ms, o.min_runtime_ms = a->min_runtime_ms,

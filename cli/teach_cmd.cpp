@@ -65,7 +65,7 @@ int run_teach(const TeachArgs& a) {
     catch_stop_signals();
     std::vector<TeachDraw> draws;
     try {
-        ApiCatalog catalog = ApiCatalog::load(a.catalog.empty() ? ApiCatalog::default_path() : a.catalog);
+        ApiCatalog catalog = ApiCatalog::load(ApiCatalog::path_or_default(a.catalog));
         ValidationOptions vo;
         vo.device = device;
         vo.workers = a.validation_workers;

@@ -74,6 +74,8 @@ std::string ApiCatalog::default_path() {
 #endif
 }
 
+std::string ApiCatalog::path_or_default(const std::string& path) { return path.empty() ? default_path() : path; }
+
 ApiCatalog ApiCatalog::load(const std::string& path) {
     json j;
     try {
@@ -136,22 +138,22 @@ ApiCatalog ApiCatalog::from_json(const json& j, const std::string& origin) {
             fail("template uses " + std::to_string(operands) + " operands, arity says " + std::to_string(s.arity));
         if (!s.module.empty() != (has("{m}") || has("{p}"))) fail("template and module disagree ({m}/{p} iff module)");
         if (!s.params.is_object()) fail("params must be an object");
-        c.by_name_[name] = c.apis_.size();
-        c.by_torch_api_[s.torch_api].push_back(c.apis_.size());
-        c.apis_.push_back(std::move(s));
+        c.add(std::move(s));
     }
     return c;
 }
 
 ApiCatalog ApiCatalog::subset(const std::function<bool(const ApiSpec&)>& keep) const {
     ApiCatalog c;
-    for (const ApiSpec& s : apis_) {
-        if (!keep(s)) continue;
-        c.by_name_[s.name] = c.apis_.size();
-        c.by_torch_api_[s.torch_api].push_back(c.apis_.size());
-        c.apis_.push_back(s);
-    }
+    for (const ApiSpec& s : apis_)
+        if (keep(s)) c.add(s);
     return c;
+}
+
+void ApiCatalog::add(ApiSpec s) {
+    by_name_[s.name] = apis_.size();
+    by_torch_api_[s.torch_api].push_back(apis_.size());
+    apis_.push_back(std::move(s));
 }
 
 const ApiSpec* ApiCatalog::find(const std::string& name) const {

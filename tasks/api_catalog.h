@@ -36,6 +36,8 @@ public:
     static ApiCatalog from_json(const nlohmann::json& j, const std::string& origin);
     // The catalog shipped with the repository (KZ_SOURCE_DIR/tasks/api_catalog.json).
     static std::string default_path();
+    // `path`, or default_path() when it is empty (every option naming a catalog defaults to it).
+    static std::string path_or_default(const std::string& path);
 
     const std::vector<ApiSpec>& apis() const { return apis_; }
     // The entries `keep` accepts, in the same order: a catalog the generator samples from as it
@@ -55,6 +57,8 @@ public:
     static const std::vector<std::string>& kinds();       // shape rules the generator implements
 
 private:
+    void add(ApiSpec s);  // appended, and indexed by name and torch API
+
     std::vector<ApiSpec> apis_;
     std::map<std::string, size_t> by_name_;
     std::map<std::string, std::vector<size_t>> by_torch_api_;

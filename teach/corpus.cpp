@@ -187,7 +187,7 @@ json build_corpus(const CorpusOptions& o) {
     const std::vector<Task> tasks = verified_tasks(o.teach_dir);
     const Split split = split_tasks(tasks, o);
     const CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
-    const std::string catalog_path = o.catalog.empty() ? ApiCatalog::default_path() : o.catalog;
+    const std::string catalog_path = ApiCatalog::path_or_default(o.catalog);
     const Pairs pairs = make_pairs(split.train, o, prompt, ApiCatalog::load(catalog_path));
 
     fs::create_directories(o.out_dir);

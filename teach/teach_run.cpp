@@ -40,8 +40,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     const ApiCatalog supported = catalog.subset([](const ApiSpec& a) { return teacher_supports(a.name); });
     const ApiCatalog& drawn_from = opts.supported_only ? supported : catalog;
     if (opts.each_api) {
-        for (const ApiSpec& a : catalog.apis())
-            if (teacher_supports(a.name)) sets.push_back(ApiSet{{a.name}, 1});
+        for (const ApiSpec& a : supported.apis()) sets.push_back(ApiSet{{a.name}, 1});
     }
     const int count = opts.each_api ? static_cast<int>(sets.size()) : opts.count;
     for (int i = 0; i < count; ++i) {

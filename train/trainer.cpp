@@ -31,7 +31,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
       ranks_(dp),
       run_path_(opts.out_dir),
       last_iteration_(opts.iterations.value_or(cfg.iterations)),
-      catalog_(ApiCatalog::load(cfg.catalog.empty() ? ApiCatalog::default_path() : cfg.catalog)),
+      catalog_(ApiCatalog::load(ApiCatalog::path_or_default(cfg.catalog))),
       excluded_sets_(cfg.propose.exclude_sets.empty() ? std::set<std::string>{}
                                                       : read_api_sets(cfg.propose.exclude_sets)),
       format_(coder_format(cfg.backend, cfg.format)),
