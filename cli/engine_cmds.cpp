@@ -226,8 +226,8 @@ Runner add_init_model(CLI::App& app) {
     auto a = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("init-model", "Write a randomly initialised model in Hugging Face format");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3")->check(CLI::IsMember({"qwen2", "qwen3"}));
-    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")
-        ->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--preset", a->preset, "Model shape (engine/config.h)")
+        ->check(CLI::IsMember(ModelConfig::preset_names()));
     cmd->add_option("--tokenizer", a->tokenizer, "Directory with tokenizer.json (copied; sets the vocabulary)")
         ->required();
     cmd->add_option("--out", a->out, "Output directory")->required();
@@ -439,8 +439,8 @@ Runner add_bench_engine(CLI::App& app) {
     cmd->add_option("--model", a->model,
                     "Hugging Face model directory (default: a random --preset model built on the device)");
     cmd->add_option("--arch", a->arch, "qwen2 or qwen3 (with --preset)")->check(CLI::IsMember({"qwen2", "qwen3"}));
-    cmd->add_option("--preset", a->preset, "tiny, small or 7b-shape")
-        ->check(CLI::IsMember({"tiny", "small", "7b-shape"}));
+    cmd->add_option("--preset", a->preset, "Model shape (engine/config.h)")
+        ->check(CLI::IsMember(ModelConfig::preset_names()));
     cmd->add_option("--batch", a->batches, "Comma-separated batch sizes")
         ->delimiter(',')
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

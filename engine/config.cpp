@@ -168,17 +168,25 @@ ModelConfig ModelConfig::preset(Arch arch, const std::string& name, int64_t voca
     if (name == "tiny") {
         c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_heads = 4, c.num_kv_heads = 2;
         c.tie_word_embeddings = true;
-    } else if (name == "small") {
-        c.hidden_size = 512, c.intermediate_size = 1408, c.num_layers = 6, c.num_heads = 8, c.num_kv_heads = 2;
+    } else if (name == "small" || name == "small-deep") {
+        c.hidden_size = 512, c.intermediate_size = 1408, c.num_heads = 8, c.num_kv_heads = 2;
+        c.num_layers = name == "small" ? 6 : 12;
         c.tie_word_embeddings = true;
     } else if (name == "7b-shape") {  // Qwen2.5-7B / Qwen2.5-Coder-7B dimensions
         c.hidden_size = 3584, c.intermediate_size = 18944, c.num_layers = 28, c.num_heads = 28, c.num_kv_heads = 4;
         c.tie_word_embeddings = false;
     } else {
-        throw std::runtime_error("unknown model preset \"" + name + "\" (tiny, small, 7b-shape)");
+        std::string names;
+        for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+        throw std::runtime_error("unknown model preset \"" + name + "\" (" + names + ")");
     }
     c.head_dim = arch == Arch::qwen3 && name == "7b-shape" ? 128 : c.hidden_size / c.num_heads;
     return c;
+}
+
+const std::vector<std::string>& ModelConfig::preset_names() {
+    static const std::vector<std::string> names = {"tiny", "small", "small-deep", "7b-shape"};
+    return names;
 }
 
 GenerationDefaults GenerationDefaults::load(const std::string& model_dir) {

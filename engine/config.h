@@ -42,8 +42,11 @@ struct ModelConfig {
     nlohmann::json to_json() const;
     std::string architecture_name() const;  // "Qwen2ForCausalLM" / "Qwen3ForCausalLM"
 
-    // Named shapes: "tiny", "small", "7b-shape" (Qwen2.5-7B's dimensions).
+    // Named shapes (preset_names()): "tiny"; "small" (hidden 512, 6 layers); "small-deep" (small's
+    // width, 12 layers: with tied embeddings over a 152k vocabulary, the vocabulary projection is most
+    // of small's work, so depth costs little); "7b-shape" (Qwen2.5-7B's dimensions).
     static ModelConfig preset(Arch arch, const std::string& name, int64_t vocab_size);
+    static const std::vector<std::string>& preset_names();
 };
 
 // Sampling defaults of generation_config.json (all optional).

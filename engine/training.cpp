@@ -54,7 +54,7 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
 
 }  // namespace
 
-torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk) {
+torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk, ScoredRows rows) {
     const int64_t B = batch.ids.size(0), T = batch.ids.size(1);
     if (T < 2) throw std::runtime_error("sequences need at least 2 tokens");
     // Right padding only: a real token after padding would be attended to by nothing and see padding.
@@ -68,7 +68,10 @@ torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int
     auto hidden = model.forward(batch.ids.to(model.device()), positions);
     auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
     auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
-    return chunked_logprobs(h, model.lm_head(), targets, chunk).view({B, T - 1});
+    if (rows == ScoredRows::all) return chunked_logprobs(h, model.lm_head(), targets, chunk).view({B, T - 1});
+    auto scored = batch.weights.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)}).ne(0).nonzero().squeeze(1);
+    auto lp = chunked_logprobs(h.index_select(0, scored), model.lm_head(), targets.index_select(0, scored), chunk);
+    return torch::zeros({B * (T - 1)}, lp.options()).index_add(0, scored, lp).view({B, T - 1});
 }
 
 torch::Tensor chunked_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
@@ -83,9 +86,9 @@ torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batc
 }
 
 double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation,
-                  int64_t chunk) {
+                  int64_t chunk, ScoredRows rows) {
     if (accumulation < 1) throw std::runtime_error("gradient accumulation must be >= 1");
-    auto loss = loss_fn(sequence_logprobs(model, batch, chunk), batch);
+    auto loss = loss_fn(sequence_logprobs(model, batch, chunk, rows), batch);
     (loss / static_cast<double>(accumulation)).backward();
     return loss.item<double>();
 }

@@ -18,9 +18,17 @@ struct TrainBatch {
     torch::Tensor weights;  // (B, T) fp32: weight of predicting ids[:, t] (0 on prompt, padding and t = 0)
 };
 
+// Which positions sequence_logprobs scores. The vocabulary projection is most of a small model's
+// work; supervised fine-tuning, whose loss reads only weighted positions, skips the prompt and padding.
+enum class ScoredRows {
+    all,       // every position
+    weighted,  // positions with a nonzero weight; the others are 0 (and take no gradient)
+};
+
 // log p(ids[b, t] | ids[b, < t]) for every t >= 1: (B, T-1) fp32, differentiable in the trainable
 // parameters. Logits are computed `chunk` positions at a time and recomputed in the backward pass.
-torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk = 1024);
+torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk = 1024,
+                                ScoredRows rows = ScoredRows::all);
 
 // log_softmax(hidden W^T)[target] per row, `chunk` rows at a time, the backward recomputing each
 // chunk's logits: hidden (N, C), weight (V, C), targets (N) int64 -> (N) fp32. Differentiable in
@@ -73,6 +81,6 @@ std::vector<std::pair<std::string, torch::Tensor>> full_parameters(Model& model)
 // Forward + backward of one micro-batch: loss_fn(sequence_logprobs) / accumulation, so that N
 // micro-batches followed by PolicyOptimizer::step() equal one batch of N times the size.
 double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation = 1,
-                  int64_t chunk = 1024);
+                  int64_t chunk = 1024, ScoredRows rows = ScoredRows::all);
 
 }  // namespace kz

@@ -143,7 +143,7 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             }
             TrainBatch batch{ids.to(dev), valid.to(dev), weights.to(dev)};
             opt.set_lr(sft_lr(s, oc.lr, r.steps, total_steps));
-            const double loss = accumulate(policy.model(), batch, weighted_nll, 1);
+            const double loss = accumulate(policy.model(), batch, weighted_nll, 1, 1024, ScoredRows::weighted);
             opt.step();
             if (r.steps == 0) r.first_loss = loss;
             r.last_loss = loss;

@@ -110,6 +110,8 @@ int main() {
             if (req.contains("load_state")) opt.load_state(req["load_state"].get<std::string>());
             model.recompute_layers = req.value("recompute", false);
             const int64_t micro = req.value("micro_batches", int64_t{1}), chunk = req.value("chunk", int64_t{1024});
+            const auto rows =
+                req.value("scored", std::string("all")) == "weighted" ? kz::ScoredRows::weighted : kz::ScoredRows::all;
             std::set<std::string> report;
             for (const auto& n : req.value("report", std::vector<std::string>{})) report.insert(n);
             json grads, after;
@@ -120,7 +122,8 @@ int main() {
                     int64_t s0 = B * m / micro, s1 = B * (m + 1) / micro;
                     kz::TrainBatch mb{batch.ids.slice(0, s0, s1), batch.valid.slice(0, s0, s1),
                                       batch.weights.slice(0, s0, s1)};
-                    loss += kz::accumulate(model, mb, kz::weighted_nll, micro, chunk) / static_cast<double>(micro);
+                    loss +=
+                        kz::accumulate(model, mb, kz::weighted_nll, micro, chunk, rows) / static_cast<double>(micro);
                 }
                 for (auto& [name, p] : opt.params())
                     if (report.empty() || report.count(name)) grads[name] = to_json(p.grad().reshape(-1));

@@ -465,7 +465,7 @@ class TrainingTest(unittest.TestCase):
 
     def test_lora_step_matches_peft(self):
         _, loss, grads, norm, after = self.hf_lora_step()
-        for variant in ({}, {"recompute": True, "chunk": 5}):
+        for variant in ({}, {"recompute": True, "chunk": 5}, {"scored": "weighted", "chunk": 3}):
             with self.subTest(**variant):
                 ours = self.our_step(**variant)
                 self.assertAlmostEqual(ours["loss"], loss, delta=1e-5)
@@ -581,7 +581,7 @@ class TrainingTest(unittest.TestCase):
         names = ["model.embed_tokens.weight", "lm_head.weight", "model.layers.1.self_attn.q_proj.bias",
                  "model.layers.0.mlp.down_proj.weight", "model.norm.weight", "model.layers.0.input_layernorm.weight"]
         params = dict(m.named_parameters())
-        for variant in ({}, {"recompute": True, "chunk": 3}):
+        for variant in ({}, {"recompute": True, "chunk": 3}, {"scored": "weighted"}):
             with self.subTest(**variant):
                 ours = probe({"op": "train_step", "model": self.base_dir, "ids": self.ids, "valid": self.valid,
                               "weights": self.weights, "full": True, "report": names, "lr": 1e-3, **variant})
