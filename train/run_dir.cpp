@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -114,17 +115,23 @@ std::string RunDir::checkpoint_path(const std::string& run_path, int64_t it) {
 }
 std::string RunDir::eval_dir(int64_t it) const { return path_ + "/eval/" + iter_name("iter-", it); }
 
-std::optional<int64_t> RunDir::latest_checkpoint() const {
-    std::optional<int64_t> best;
+std::vector<int64_t> RunDir::complete_checkpoints() const {
+    std::vector<int64_t> its;
     for (const auto& e : fs::directory_iterator(path_ + "/checkpoints")) {
         std::string n = e.path().filename().string();
         if (n.rfind("iter-", 0) != 0 || n.find(".tmp") != std::string::npos || !e.is_directory()) continue;
         try {
-            int64_t it = std::stoll(n.substr(5));
-            if (!best || it > *best) best = it;
+            its.push_back(std::stoll(n.substr(5)));
         } catch (const std::exception&) {}
     }
-    return best;
+    std::sort(its.begin(), its.end());
+    return its;
+}
+
+std::optional<int64_t> RunDir::latest_checkpoint() const {
+    const std::vector<int64_t> its = complete_checkpoints();
+    if (its.empty()) return std::nullopt;
+    return its.back();
 }
 
 std::string RunDir::begin_checkpoint(int64_t it) {
@@ -145,6 +152,12 @@ void RunDir::finish_checkpoint(int64_t it, const std::string& tmp) {
         ::fsync(fd);
         ::close(fd);
     }
+}
+
+void RunDir::prune_checkpoints(int keep) {
+    if (keep <= 0) return;
+    const std::vector<int64_t> its = complete_checkpoints();
+    for (size_t i = 0; i + static_cast<size_t>(keep) < its.size(); ++i) fs::remove_all(checkpoint_dir(its[i]));
 }
 
 void RunDir::record_metrics(int64_t it, const json& m) {

@@ -56,12 +56,16 @@ public:
         finish_checkpoint(iteration, tmp);
     }
 
+    // Removes the complete checkpoints older than the newest `keep` (keep <= 0: none removed).
+    void prune_checkpoints(int keep);
+
     // An iteration's metrics: appended to metrics.jsonl (unless a line for the iteration is already
     // there) and upserted into run.sqlite with its stage times.
     void record_metrics(int64_t iteration, const nlohmann::json& metrics);
     std::vector<nlohmann::json> metrics() const;  // metrics.jsonl, in order
 
 private:
+    std::vector<int64_t> complete_checkpoints() const;  // their iterations, ascending
     std::string begin_checkpoint(int64_t iteration);
     void finish_checkpoint(int64_t iteration, const std::string& tmp);
     std::string path_, run_id_;

@@ -21,6 +21,7 @@ void Trainer::checkpoint(int64_t it, json& m) {
         if (rewards_.batch_correct_ema()) state["batch_correct_ema"] = *rewards_.batch_correct_ema();
         write_file_atomic(dir + "/state.json", state.dump(2) + "\n");
     });
+    run_->prune_checkpoints(cfg_.keep_checkpoints);
 }
 
 // Every rank restores from the leader's checkpoint (the run directory is shared).

@@ -235,6 +235,7 @@ const auto top_fields = [](auto& c, auto& v) {
     v.path("task_store", c.task_store);
     v.path("catalog", c.catalog);
     v("warm_start", c.warm_start);
+    v("keep_checkpoints", c.keep_checkpoints, AtLeast{0});
 };
 
 // Reads a table's keys into the members.

@@ -118,6 +118,9 @@ struct TrainConfig {
     std::string task_store;             // "" = <run>/tasks.sqlite
     std::string catalog;                // the API catalog drawn from; "" = the repository's
     bool warm_start = false;            // train: SFT of the Coder on [sft] before iteration 1 (stage warm_start)
+    // Complete checkpoints kept: the newest N (an older one goes once a newer one is in place); 0 keeps
+    // all. A full-fine-tuning checkpoint holds fp32 masters and AdamW moments: ~14 bytes a parameter.
+    int keep_checkpoints = 0;
     PolicySpec coder, proposer;
     ProposerPhase propose;
     CoderPhase coder_phase;

@@ -1,5 +1,6 @@
 // The trainer's own units: the seed schedule, replay from rollout records, a step's wire format
-// between ranks, and what a rank takes of a step (with a fake collective for rank 1 of 3).
+// between ranks, what a rank takes of a step (with a fake collective for rank 1 of 3), the SFT
+// schedule, and the run directory's checkpoint retention.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "train/data_parallel.h"
 #include "train/ranks.h"
 #include "train/replay.h"
+#include "train/run_dir.h"
 #include "train/seeds.h"
 #include "train/sft.h"
 
@@ -181,6 +183,28 @@ TEST(SftSchedule, WarmsUpLinearlyThenDecaysByCosineToATenth) {
     for (int64_t i = 4; i < 99; ++i) EXPECT_GE(kz::sft_lr(s, 1.0, i, 100), kz::sft_lr(s, 1.0, i + 1, 100));
     s.warmup_steps = 0;
     EXPECT_DOUBLE_EQ(kz::sft_lr(s, 2.0, 0, 1), 2.0);  // one step: the full rate
+}
+
+TEST(RunDir, KeepsTheNewestCompleteCheckpoints) {
+    const std::string dir = testing::TempDir() + "kz_run_dir_keep";
+    std::filesystem::remove_all(dir);
+    {
+        kz::RunDir run(dir, json{{"name", "keep"}}, false);
+        for (int64_t it = 1; it <= 4; ++it) {
+            run.commit_checkpoint(it,
+                                  [&](const std::string& tmp) { kz::write_file_atomic(tmp + "/state.json", "{}"); });
+            run.prune_checkpoints(2);
+        }
+        // A checkpoint still being written (a .tmp directory) is not a complete one to count or remove.
+        std::filesystem::create_directories(run.checkpoint_dir(5) + ".tmp");
+        run.prune_checkpoints(1);
+        EXPECT_EQ(run.latest_checkpoint(), 4);
+        EXPECT_TRUE(std::filesystem::is_directory(run.checkpoint_dir(5) + ".tmp"));
+        for (int64_t it = 1; it <= 3; ++it) EXPECT_FALSE(std::filesystem::exists(run.checkpoint_dir(it))) << it;
+        run.prune_checkpoints(0);  // 0 keeps all
+        EXPECT_TRUE(std::filesystem::is_regular_file(run.checkpoint_dir(4) + "/state.json"));
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
