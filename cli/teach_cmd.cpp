@@ -144,6 +144,7 @@ Runner add_teach(CLI::App& app) {
 Runner add_corpus(CLI::App& app) {
     auto o = std::make_shared<CorpusOptions>();
     auto naive_only = std::make_shared<std::vector<std::string>>();
+    auto heldout_levels = std::make_shared<std::vector<int>>(o->heldout_levels.begin(), o->heldout_levels.end());
     auto* cmd =
         app.add_subcommand("corpus", "The SFT corpus and a held-out task set from a teach run (teach/corpus.h)");
     cmd->add_option("--from", o->teach_dir, "A kernelzero teach output directory, verified")->required();
@@ -153,6 +154,10 @@ Runner add_corpus(CLI::App& app) {
     cmd->add_option("--heldout", o->heldout_fraction, "Share of API sets held out for evaluation")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--heldout-levels", *heldout_levels, "Levels whose API sets may be held out (the rest all train)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({1, 2}))
+        ->capture_default_str();
     cmd->add_option("--fused", o->fused_fraction, "Share of training pairs that take the fused kernel")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
@@ -165,15 +170,16 @@ Runner add_corpus(CLI::App& app) {
     return [=]() -> int {
         if (!cmd->parsed()) return -1;
         o->naive_only = std::set<std::string>(naive_only->begin(), naive_only->end());
+        o->heldout_levels = std::set<int>(heldout_levels->begin(), heldout_levels->end());
         try {
             const nlohmann::json s = build_corpus(*o);
             std::printf(
                 "%d training pairs (naive %d, fused %d) from %d verified tasks; %d held out in %zu API sets; "
-                "dropped: %d repeats, %d near duplicates\n",
+                "dropped: %d repeats, %d near duplicates; held-out tasks with an operator no pair teaches: %d\n",
                 s["train_pairs"].get<int>(), s["train_by_quality"].value("naive", 0),
                 s["train_by_quality"].value("fused", 0), s["verified_tasks"].get<int>(), s["heldout_tasks"].get<int>(),
                 s["heldout_api_sets"].size(), s["dropped"]["repeats"].get<int>(),
-                s["dropped"]["near_duplicates"].get<int>());
+                s["dropped"]["near_duplicates"].get<int>(), s["heldout_with_unseen_operators"].get<int>());
             return 0;
         } catch (const std::exception& e) {
             return usage_error("corpus", e.what());

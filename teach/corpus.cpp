@@ -75,8 +75,11 @@ struct Split {
 Split split_tasks(const std::vector<Task>& tasks, const CorpusOptions& o) {
     const std::string seed = std::to_string(o.seed);
     std::vector<const Task*> heldout, train;
-    for (const Task& t : tasks)
-        (unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction ? heldout : train).push_back(&t);
+    for (const Task& t : tasks) {
+        const bool held =
+            o.heldout_levels.count(t.level) && unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction;
+        (held ? heldout : train).push_back(&t);
+    }
     Split s;
     std::vector<const Task*> kept;
     std::set<std::string> hashes;
@@ -202,9 +205,22 @@ json build_corpus(const CorpusOptions& o) {
     write_file_atomic(o.out_dir + "/train.jsonl", pairs.coder);
     write_file_atomic(o.out_dir + "/proposer.jsonl", pairs.proposer);
     const int n_pairs = static_cast<int>(pairs.tasks.size());
+    // Operators the evaluation asks for that no training pair shows: a held-out task with one of them
+    // asks the Coder for what it was never taught.
+    std::set<std::string> taught;
+    for (const Task* t : pairs.tasks) taught.insert(t->apis.begin(), t->apis.end());
+    std::map<std::string, int> unseen;
+    int with_unseen = 0;
+    for (const Task* t : split.heldout) {
+        bool any = false;
+        for (const std::string& a : std::set<std::string>(t->apis.begin(), t->apis.end()))
+            if (!taught.count(a)) ++unseen[a], any = true;
+        with_unseen += any;
+    }
     json summary = {{"teach_dir", o.teach_dir},
                     {"options",
                      {{"heldout_fraction", o.heldout_fraction},
+                      {"heldout_levels", o.heldout_levels},
                       {"fused_fraction", o.fused_fraction},
                       {"naive_only", o.naive_only},
                       {"near_duplicate", o.near_duplicate},
@@ -213,6 +229,8 @@ json build_corpus(const CorpusOptions& o) {
                     {"verified_tasks", tasks.size()},
                     {"heldout_tasks", split.heldout.size()},
                     {"heldout_api_sets", heldout_sets},
+                    {"unseen_operators", unseen},
+                    {"heldout_with_unseen_operators", with_unseen},
                     {"train_pairs", n_pairs},
                     {"proposer_pairs", n_pairs},
                     {"train_by_quality", pairs.by_quality},

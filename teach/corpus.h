@@ -11,7 +11,8 @@
 //                   also with api_sets.txt, its API sets (train's propose.exclude_sets)
 //   catalog.json    the API catalog's operators the teacher writes (train's `catalog` for a run on
 //                   this corpus)
-//   corpus.json     what was kept and dropped, and why, with the options
+//   corpus.json     what was kept and dropped, and why, with the options; the operators of held-out
+//                   tasks that no training pair has (unseen_operators: operator -> held-out tasks)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ struct CorpusOptions {
     // API sets (the sorted set of a task's APIs) held out for evaluation, chosen by a hash of the
     // set and the seed: every task of a held-out set is held out, none is trained on.
     double heldout_fraction = 0.2;
+    // Levels whose API sets may be held out; the other levels' tasks are all trained on. {2}: every
+    // operator is taught alone (level 1) and the evaluation asks for new compositions of them.
+    std::set<int> heldout_levels = {1, 2};
     // Training pairs that take the fused candidate (when it is correct); the rest take the naive one,
     // so that there is room to learn fusion.
     double fused_fraction = 0.25;

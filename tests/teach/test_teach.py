@@ -82,6 +82,17 @@ class Teach(unittest.TestCase):
             teach(again, "--count", "60", "--seed", "3", "--no-verify")
             rerun = [d for d in lines(again / "draws.jsonl") if "unsupported" not in d]
             self.assertTrue(rerun and all(d["invalid_reason"] == "planted" for d in rerun))
+            # A re-run keeps the verdicts of the jobs it writes again unchanged, and drops a verdict whose
+            # job judged another task or candidate (here: a digest changed as if the teacher had).
+            verdicts = {v["id"] for v in lines(out / "verdicts.jsonl")}
+            jobs = lines(out / "jobs.jsonl")
+            self.assertTrue(all(len(j["digest"]) == 64 for j in jobs))
+            stale = jobs[0]["id"]
+            (out / "jobs.jsonl").write_text("".join(
+                json.dumps({**j, "digest": "0" * 64} if j["id"] == stale else j) + "\n" for j in jobs))
+            teach(out, "--count", "60", "--seed", "3", "--no-verify")
+            self.assertEqual({v["id"] for v in lines(out / "verdicts.jsonl")}, verdicts - {stale})
+            self.assertEqual(lines(out / "jobs.jsonl"), jobs)
 
     def check_corpus(self, teach_dir, out, written):
         """kernelzero corpus: pairs in the SFT format whose answers are the verified candidates, and a
@@ -106,6 +117,24 @@ class Teach(unittest.TestCase):
             self.assertEqual(p["completion"], "```python\n" + candidate + "```")
         self.assertEqual({p["quality"] for p in pairs}, {"naive", "fused"})
         self.assertEqual(len(pairs) + len(heldout) + sum(summary["dropped"].values()), summary["verified_tasks"])
+        taught = {a for p in pairs for a in p["apis"]}
+        unseen = {}
+        for n in heldout:
+            for a in set(by_name[n]["apis"]) - taught:
+                unseen[a] = unseen.get(a, 0) + 1
+        self.assertEqual(summary["unseen_operators"], unseen)
+        # Held out at level 2 only, all of it: every level-2 task is held out and every level-1 task
+        # trained on, but for repeats and near duplicates.
+        level2 = out.parent / (out.name + "-level2")
+        run = subprocess.run([BINARY, "corpus", "--from", str(teach_dir), "--out", str(level2), "--heldout", "1",
+                              "--heldout-levels", "2"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        held = [m["level"] for m in lines(level2 / "heldout" / "manifest.jsonl")]
+        trained = [m["level"] for m in lines(level2 / "train_tasks" / "manifest.jsonl")]
+        dropped = json.loads((level2 / "corpus.json").read_text())["dropped"]
+        self.assertEqual(set(held), {2})
+        self.assertEqual(set(trained), {1})
+        self.assertEqual(len(held) + len(trained) + sum(dropped.values()), len(written))
         bad = subprocess.run([BINARY, "corpus", "--from", str(out), "--out", str(out / "x")], capture_output=True,
                              text=True, timeout=60)
         self.assertEqual(bad.returncode, 2)
