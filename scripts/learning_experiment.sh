@@ -9,8 +9,8 @@
 #   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
 # from the training pool; D CA-GRPO with the frontier and the Proposer (co-evolution).
-# Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (1200 teacher
-# draws), KZ_LEARN_DEVICE (cuda).
+# Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (2400 teacher
+# draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -26,11 +26,12 @@ SIZES=typical
 stage=${1:?usage: $0 corpus | sft | arm B|C|D SEED | table}
 case $stage in
 corpus)
-  "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-1200}" --seed 1 --supported-only --sizes $SIZES \
-    --device "$DEV" --validation-workers 8 --no-progress
-  "$BIN" corpus --from "$DIR/teach" --out "$CORPUS"
+  "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
+    --device "$DEV" --workers "${KZ_LEARN_LANES:-12}" --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
+  # Held out at level 2 only: every operator is taught alone, the evaluation asks for new compositions.
+  "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2
   rm -f "$DIR/pool.sqlite"*
-  "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers 8
+  "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers "${KZ_LEARN_LANES:-12}"
   ;;
 sft)
   [[ -f $DIR/sft/model/model.safetensors ]] ||
