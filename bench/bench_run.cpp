@@ -137,7 +137,8 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
     // 2. Candidates: extraction failures are format_error verdicts without a worker; the rest is one batch.
     // What run_batch will skip too; a torn last line is cut before anything is appended.
     if (fs::exists(verdicts_path)) truncate_partial_line(verdicts_path);
-    std::set<std::string> judged = finished_ids(verdicts_path);
+    std::set<std::string> judged;
+    for (const auto& [id, digest] : finished_jobs(verdicts_path)) judged.insert(id);
     std::string jobs;
     const std::string backend = backend_of(opts.format);
     for (const auto& t : tasks)

@@ -24,40 +24,6 @@ nlohmann::json TeachDraw::to_json() const {
     return j;
 }
 
-namespace {
-
-std::string job_digest(const std::string& task_source, const std::string& candidate_source) {
-    return sha256_hex(task_source + std::string(1, '\0') + candidate_source);
-}
-
-// A re-run resumes the verification by job id (verify/batch.h). A verdict whose job now holds another
-// task or candidate (other draw options, another catalog or teacher into the same directory) judged
-// something else: it goes, and its job is verified again. The digests come from the jobs file the
-// verdicts were written for.
-void drop_stale_verdicts(const std::string& dir, const std::map<std::string, std::string>& digests) {
-    const std::string verdicts = dir + "/verdicts.jsonl", old_jobs = dir + "/jobs.jsonl";
-    if (!std::filesystem::is_regular_file(verdicts)) return;
-    std::map<std::string, std::string> judged;
-    if (std::filesystem::is_regular_file(old_jobs))
-        for (const nlohmann::json& j : read_json_lines(old_jobs))
-            if (j.contains("id") && j["id"].is_string() && j.contains("digest") && j["digest"].is_string())
-                judged[j["id"].get<std::string>()] = j["digest"].get<std::string>();
-    std::string kept;
-    int dropped = 0;
-    for (const nlohmann::json& v : read_json_lines(verdicts)) {
-        const std::string id = v.contains("id") && v["id"].is_string() ? v["id"].get<std::string>() : "";
-        auto now = digests.find(id);
-        auto then = judged.find(id);
-        if (now != digests.end() && then != judged.end() && now->second == then->second)
-            kept += v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-        else
-            ++dropped;
-    }
-    if (dropped) write_file_atomic(verdicts, kept);
-}
-
-}  // namespace
-
 std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const TeachOptions& opts,
                                                 TaskValidator& validator, const std::atomic<bool>& stop) {
     namespace fs = std::filesystem;
@@ -142,7 +108,6 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     write_file_atomic(cache_path, cached_lines);
 
     std::string jobs, lines;
-    std::map<std::string, std::string> digests;  // job id -> digest of its task and candidate
     for (size_t i = 0; i < draws.size(); ++i) {
         const TeachDraw& d = draws[i];
         lines += d.to_json().dump() + "\n";
@@ -150,19 +115,15 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         write_file_atomic(dir + "/tasks/" + d.name + ".py", tasks[i].source);
         for (const auto& [quality, c] : candidates[i]) {
             const std::string file = quality + "/" + d.name + ".py";
-            const std::string id = quality + "/" + d.name;
             write_file_atomic(dir + "/" + file, c.source);
-            digests[id] = job_digest(tasks[i].source, c.source);
-            jobs += nlohmann::json{{"id", id},
+            jobs += nlohmann::json{{"id", quality + "/" + d.name},
                                    {"task", "tasks/" + d.name + ".py"},
                                    {"candidate", file},
-                                   {"backend", "triton"},
-                                   {"digest", digests[id]}}
+                                   {"backend", "triton"}}
                         .dump() +
                     "\n";
         }
     }
-    drop_stale_verdicts(dir, digests);
     write_file_atomic(dir + "/draws.jsonl", lines);
     write_file_atomic(dir + "/jobs.jsonl", jobs);
     return draws;

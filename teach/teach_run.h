@@ -4,10 +4,9 @@
 //   <quality>/NAME.py          its candidate of each quality (naive/, fused/)
 //   draws.jsonl                one line per draw: name, level, apis, unsupported operator or
 //                              validity (and why not), kernels per quality
-//   jobs.jsonl                 the verifier's jobs (verify --jobs format), id "<quality>/NAME", with
-//                              the digest of the task and candidate they judge
-//   verdicts.jsonl             their verdicts (a re-run skips the finished ones and drops those whose
-//                              job's task or candidate changed)
+//   jobs.jsonl                 the verifier's jobs (verify --jobs format), id "<quality>/NAME"
+//   verdicts.jsonl             their verdicts (a re-run skips the jobs judged as they are now: a task or
+//                              candidate that changed, e.g. under other options, is judged again)
 //   validation.jsonl           validity by (device, API set, source): a re-run does not validate again
 //   summary.json               coverage and verdicts by level and quality
 // Draws are a function of the seed alone: a re-run with the same options writes the same files.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/hash.h"
 #include "verify/sources.h"
 
 namespace kz {
@@ -75,23 +76,25 @@ std::vector<BatchJob> read_jobs(const std::string& path) {
             }
             (std::string(field) == "task" ? bj.job.task_source : bj.job.candidate_source) = src->text;
         }
+        bj.digest = sha256_hex(bj.job.backend + '\0' + std::to_string(bj.job.timeout_s) + '\0' + bj.job.task_source +
+                               '\0' + bj.job.candidate_source + '\0' + bj.error);
         jobs.push_back(bj);
     }
     return jobs;
 }
 
-std::set<std::string> finished_ids(const std::string& out_path) {
-    std::set<std::string> ids;
+std::map<std::string, std::string> finished_jobs(const std::string& out_path) {
+    std::map<std::string, std::string> done;
     std::ifstream f(out_path);
     std::string line;
     while (std::getline(f, line)) {
         try {
             json j = json::parse(line);
-            if (j.is_object() && j.contains("id") && j.value("status", "") != "infra_error")
-                ids.insert(j["id"].get<std::string>());
+            if (j.is_object() && j.contains("id") && j["id"].is_string() && j.value("status", "") != "infra_error")
+                done[j["id"].get<std::string>()] = j.value("job_digest", "");
         } catch (const json::exception&) {}
     }
-    return ids;
+    return done;
 }
 
 namespace {
@@ -139,6 +142,27 @@ private:
     int last_done_ = -1;
 };
 
+// Removes the lines of `ids` from a results file (their jobs are about to run again), keeping every
+// other line as it is; rewritten whole and renamed into place.
+void remove_result_lines(const std::string& out_path, const std::set<std::string>& ids) {
+    std::ifstream f(out_path);
+    std::string line, kept;
+    bool removed = false;
+    while (std::getline(f, line)) {
+        std::string id;
+        try {
+            json j = json::parse(line);
+            if (j.is_object() && j.contains("id") && j["id"].is_string()) id = j["id"].get<std::string>();
+        } catch (const json::exception&) {}
+        if (!id.empty() && ids.count(id)) {
+            removed = true;
+            continue;
+        }
+        kept += line + "\n";
+    }
+    if (removed) write_file_atomic(out_path, kept);
+}
+
 }  // namespace
 
 BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const std::atomic<bool>& stop) {
@@ -146,16 +170,21 @@ BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const 
     std::filesystem::path out(opts.out_path);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     if (std::filesystem::exists(out)) truncate_partial_line(opts.out_path);
-    std::set<std::string> done_ids = finished_ids(opts.out_path);
+    const std::map<std::string, std::string> done = finished_jobs(opts.out_path);
 
     BatchSummary summary;
     std::vector<const BatchJob*> todo;
+    std::set<std::string> redo;
     for (auto& j : jobs) {
-        if (done_ids.count(j.job.id))
+        auto it = done.find(j.job.id);
+        if (it != done.end() && it->second == j.digest) {
             ++summary.skipped;
-        else
+        } else {
             todo.push_back(&j);
+            redo.insert(j.job.id);
+        }
     }
+    if (std::filesystem::exists(out)) remove_result_lines(opts.out_path, redo);
     summary.total = static_cast<int>(todo.size());
     Progress progress(summary.total, opts.progress);
     std::mutex mu;
@@ -163,7 +192,7 @@ BatchSummary run_batch(VerifyService& verifier, const BatchOptions& opts, const 
     std::atomic<bool> interrupted{false};
 
     auto record = [&](const BatchJob& bj, const Verdict& v) {
-        json line = {{"id", bj.job.id}};
+        json line = {{"id", bj.job.id}, {"job_digest", bj.digest}};
         line.update(v.to_json());
         std::lock_guard lock(mu);
         append_durable(opts.out_path, line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");

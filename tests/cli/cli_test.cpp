@@ -184,6 +184,19 @@ TEST_F(CliTest, BatchWritesEveryJobOnceAndResumeSkipsFinished) {
     EXPECT_EQ(again.code, 0);
     EXPECT_EQ(results(out).size(), 6u);
     EXPECT_NE(again.out.find("verified 0 of 0 jobs (6 already"), std::string::npos) << again.out;
+    // A job whose candidate changed under the same id is verified again, and its old line goes.
+    std::string jobs = kz::read_file(dir + "/jobs.jsonl");
+    const std::string zero = kSrc + "/tests/verify/adversarial/zero_output_triton.py";
+    jobs.replace(jobs.find(zero), zero.size(), good());
+    kz::write_file_atomic(dir + "/jobs.jsonl", jobs);
+    auto changed = run(batch_args(dir + "/jobs.jsonl", out), dir);
+    EXPECT_EQ(changed.code, 0) << changed.err;
+    EXPECT_NE(changed.out.find("verified 1 of 1 jobs (5 already"), std::string::npos) << changed.out;
+    std::map<std::string, int> lines;
+    for (auto& j : results(out)) ++lines[j["id"]], status[j["id"]] = j["status"];
+    EXPECT_EQ(lines.size(), 6u);
+    for (const auto& [id, n] : lines) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(status["zero"], "correct");
 }
 
 TEST_F(CliTest, KillNineMidBatchLosesAndDuplicatesNothing) {

@@ -82,17 +82,20 @@ class Teach(unittest.TestCase):
             teach(again, "--count", "60", "--seed", "3", "--no-verify")
             rerun = [d for d in lines(again / "draws.jsonl") if "unsupported" not in d]
             self.assertTrue(rerun and all(d["invalid_reason"] == "planted" for d in rerun))
-            # A re-run keeps the verdicts of the jobs it writes again unchanged, and drops a verdict whose
-            # job judged another task or candidate (here: a digest changed as if the teacher had).
-            verdicts = {v["id"] for v in lines(out / "verdicts.jsonl")}
-            jobs = lines(out / "jobs.jsonl")
-            self.assertTrue(all(len(j["digest"]) == 64 for j in jobs))
-            stale = jobs[0]["id"]
-            (out / "jobs.jsonl").write_text("".join(
-                json.dumps({**j, "digest": "0" * 64} if j["id"] == stale else j) + "\n" for j in jobs))
-            teach(out, "--count", "60", "--seed", "3", "--no-verify")
-            self.assertEqual({v["id"] for v in lines(out / "verdicts.jsonl")}, verdicts - {stale})
-            self.assertEqual(lines(out / "jobs.jsonl"), jobs)
+            # A re-run verifies again only the jobs whose verdict judged something else than the job is
+            # now (here: a digest changed as if the teacher had written another candidate), in place.
+            verdicts = lines(out / "verdicts.jsonl")
+            self.assertTrue(all(len(v["job_digest"]) == 64 for v in verdicts))
+            stale = verdicts[0]["id"]
+            (out / "verdicts.jsonl").write_text("".join(
+                json.dumps({**v, "job_digest": "0" * 64} if v["id"] == stale else v) + "\n" for v in verdicts))
+            teach(out, "--count", "60", "--seed", "3")
+            again_verdicts = lines(out / "verdicts.jsonl")
+            self.assertEqual(sorted(v["id"] for v in again_verdicts), sorted(v["id"] for v in verdicts))
+            self.assertEqual([v for v in again_verdicts if v["id"] != stale], [v for v in verdicts if v["id"] != stale])
+            redone = next(v for v in again_verdicts if v["id"] == stale)
+            self.assertEqual(redone["job_digest"], verdicts[0]["job_digest"])
+            self.assertEqual(redone["status"], "correct")
 
     def check_corpus(self, teach_dir, out, written):
         """kernelzero corpus: pairs in the SFT format whose answers are the verified candidates, and a
