@@ -19,7 +19,7 @@ namespace kz {
 
 // One trainable policy (the Coder, or the Proposer).
 struct PolicySpec {
-    // A Hugging Face model directory, or "init:<preset>" (tiny | small): a random Qwen2 of that shape
+    // A Hugging Face model directory, or "init:<preset>" (engine/config.h): a random Qwen2 of that shape
     // with the vocabulary of `tokenizer`, written once into the run directory (seeded by run.seed).
     std::string model = "init:tiny";
     std::string tokenizer;       // for "init:" models; a model directory brings its own
