@@ -134,11 +134,12 @@ BenchMetrics run_bench(const std::vector<BenchTask>& tasks, const BenchOptions& 
     }
     if (stop) throw std::runtime_error("interrupted");
 
-    // 2. Candidates: extraction failures are format_error verdicts without a worker; the rest is one batch.
-    // What run_batch will skip too; a torn last line is cut before anything is appended.
+    // 2. Candidates: extraction failures are format_error verdicts without a worker, written here once per
+    // sample id; the rest is one batch, whose resume run_batch decides by job_digest. A torn last line
+    // is cut before anything is appended.
     if (fs::exists(verdicts_path)) truncate_partial_line(verdicts_path);
     std::set<std::string> judged;
-    for (const auto& [id, digest] : finished_jobs(verdicts_path)) judged.insert(id);
+    for (const auto& entry : finished_jobs(verdicts_path)) judged.insert(entry.first);
     std::string jobs;
     const std::string backend = backend_of(opts.format);
     for (const auto& t : tasks)
