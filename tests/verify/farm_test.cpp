@@ -156,12 +156,20 @@ TEST_F(FarmTest, TwoDaemonsServeABatchAndOneKilledMidJobLosesNothing) {
         EXPECT_EQ(kz::to_string(verdicts[i].status), std::string("correct")) << kTasks[i] << ": " << verdicts[i].reason;
     // Every job verified exactly once: one verdict each, nothing left queued or pending.
     EXPECT_EQ(verdict_keys().size(), kTasks.size());
-    auto s = kz::farm_status(farm());
+    // A daemon's statistics are as of its last heartbeat: wait for one sent after its last job.
+    json s = kz::farm_status(farm());
+    long long reclaimed = 0;
+    for (int i = 0; i < 100; ++i, std::this_thread::sleep_for(100ms), s = kz::farm_status(farm())) {
+        bool idle = false;
+        for (const auto& d : s["daemons"])
+            if (d["name"] == "b") {
+                reclaimed = d.value("reclaimed", 0LL);
+                idle = d.value("in_flight", 1LL) == 0;
+            }
+        if (idle && reclaimed >= orphaned) break;
+    }
     EXPECT_EQ(s["queued"], 0) << s.dump();
     EXPECT_EQ(s["pending"]["total"], 0) << s.dump();
-    long long reclaimed = 0;
-    for (const auto& d : s["daemons"])
-        if (d["name"] == "b") reclaimed = d.value("reclaimed", 0LL);
     EXPECT_GE(reclaimed, orphaned) << "daemon b must take over what a held: " << s.dump();
     EXPECT_GE(orphaned, 1) << "a was killed while idle: the test did not exercise a take-over";
     client.shutdown();
