@@ -100,6 +100,7 @@ Runner add_sft(CLI::App& app) {
     struct Args {
         std::string config, data, out, device;
         std::optional<int> epochs;
+        bool resume = false;
     };
     auto a = std::make_shared<Args>();
     auto* cmd =
@@ -109,6 +110,7 @@ Runner add_sft(CLI::App& app) {
     cmd->add_option("--out", a->out, "Overrides sft.out");
     cmd->add_option("--epochs", a->epochs, "Overrides sft.epochs")->check(CLI::Range(1, 100000));
     cmd->add_option("--device", a->device, "Overrides device (cpu, cuda, cuda:N)");
+    cmd->add_flag("--resume", a->resume, "Continue the interrupted run in --out from its last checkpoint");
     return [a, cmd]() -> int {
         if (!cmd->parsed()) return -1;
         try {
@@ -118,9 +120,12 @@ Runner add_sft(CLI::App& app) {
             if (a->epochs) c.sft.epochs = *a->epochs;
             if (!a->device.empty()) c.device = a->device;
             catch_stop_signals();
-            SftResult r = run_sft(c, g_stop);
+            SftResult r = run_sft(c, g_stop, a->resume);
             std::cout << r.to_json().dump() << std::endl;
-            return g_stop ? 130 : 0;
+            if (r.stopped)
+                std::fprintf(stderr, "kernelzero sft: interrupted at step %lld of %lld; --resume continues\n",
+                             static_cast<long long>(r.steps), static_cast<long long>(r.total_steps));
+            return r.stopped ? 130 : 0;
         } catch (const std::exception& e) {
             return usage_error("sft", e.what());
         }

@@ -3,8 +3,9 @@
 # GPU command of <= 9 minutes:
 #   scripts/learning_experiment.sh corpus           the teacher's verified kernels (a re-run finishes an
 #                                                   interrupted one), the corpus, the training pool
-#   scripts/learning_experiment.sh sft              the Coder and the Proposer from scratch; arm A (the SFT
-#                                                   Coder on the held-out tasks)
+#   scripts/learning_experiment.sh sft              the Coder and the Proposer from scratch (a re-run
+#                                                   resumes an interrupted one); arm A (the SFT Coder on
+#                                                   the held-out tasks)
 #   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
 #   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -34,11 +35,15 @@ corpus)
   "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers "${KZ_LEARN_LANES:-12}"
   ;;
 sft)
-  [[ -f $DIR/sft/model/model.safetensors ]] ||
-    "$BIN" sft --config scripts/learning/coder_sft.toml --data "$CORPUS/train.jsonl" --out "$DIR/sft" --device "$DEV"
-  [[ -f $DIR/proposer_sft/model/model.safetensors ]] ||
-    "$BIN" sft --config scripts/learning/proposer_sft.toml --data "$CORPUS/proposer.jsonl" --out "$DIR/proposer_sft" \
-      --device "$DEV"
+  # A model directory is renamed into place once its run is done; an interrupted run resumes.
+  for role in coder proposer; do
+    out=$DIR/sft data=$CORPUS/train.jsonl
+    [[ $role == proposer ]] && out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl
+    [[ -d $out/model ]] && continue
+    resume=()
+    [[ -n $(find "$out/checkpoints" -maxdepth 1 -name 'step-*' ! -name '*.tmp' 2>/dev/null) ]] && resume=(--resume)
+    "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" --out "$out" --device "$DEV" "${resume[@]}"
+  done
   # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
   "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
     --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1

@@ -23,12 +23,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string iter_name(const char* prefix, int64_t it) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%s%06lld", prefix, static_cast<long long>(it));
-    return buf;
-}
-
 std::string new_run_id() {
     std::random_device rd;
     char buf[64];
@@ -60,7 +54,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
         throw std::runtime_error(path +
                                  " already holds a run (run.json): pass --resume to continue it, or another --out");
     if (!exists && resume) throw std::runtime_error(path + " holds no run to resume (no run.json)");
-    fs::create_directories(path_ + "/checkpoints");
+    fs::create_directories(path_);
     lock_fd_ = ::open(file("run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock_fd_ < 0) throw std::runtime_error("cannot open " + file("run.lock"));
     if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -100,9 +94,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
          "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
          " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
          db_path);
-    // Leftovers of a checkpoint that was being written when the last trainer died.
-    for (const auto& e : fs::directory_iterator(path_ + "/checkpoints"))
-        if (e.path().filename().string().find(".tmp") != std::string::npos) fs::remove_all(e.path());
+    checkpoints_.emplace(path_ + "/checkpoints", "iter-");
 }
 
 RunDir::~RunDir() {
@@ -111,54 +103,9 @@ RunDir::~RunDir() {
 }
 
 std::string RunDir::checkpoint_path(const std::string& run_path, int64_t it) {
-    return run_path + "/checkpoints/" + iter_name("iter-", it);
+    return CheckpointSeries::path(run_path + "/checkpoints", "iter-", it);
 }
-std::string RunDir::eval_dir(int64_t it) const { return path_ + "/eval/" + iter_name("iter-", it); }
-
-std::vector<int64_t> RunDir::complete_checkpoints() const {
-    std::vector<int64_t> its;
-    for (const auto& e : fs::directory_iterator(path_ + "/checkpoints")) {
-        std::string n = e.path().filename().string();
-        if (n.rfind("iter-", 0) != 0 || n.find(".tmp") != std::string::npos || !e.is_directory()) continue;
-        try {
-            its.push_back(std::stoll(n.substr(5)));
-        } catch (const std::exception&) {}
-    }
-    std::sort(its.begin(), its.end());
-    return its;
-}
-
-std::optional<int64_t> RunDir::latest_checkpoint() const {
-    const std::vector<int64_t> its = complete_checkpoints();
-    if (its.empty()) return std::nullopt;
-    return its.back();
-}
-
-std::string RunDir::begin_checkpoint(int64_t it) {
-    if (fs::exists(checkpoint_dir(it)))
-        throw std::runtime_error("checkpoint " + checkpoint_dir(it) + " already exists");
-    std::string tmp = checkpoint_dir(it) + ".tmp";
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
-    return tmp;
-}
-
-void RunDir::finish_checkpoint(int64_t it, const std::string& tmp) {
-    // Everything under tmp was written with write-then-rename (files.h), so a rename of the
-    // directory publishes a complete checkpoint; fsync the parent so the rename itself survives.
-    fs::rename(tmp, checkpoint_dir(it));
-    int fd = ::open((path_ + "/checkpoints").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-}
-
-void RunDir::prune_checkpoints(int keep) {
-    if (keep <= 0) return;
-    const std::vector<int64_t> its = complete_checkpoints();
-    for (size_t i = 0; i + static_cast<size_t>(keep) < its.size(); ++i) fs::remove_all(checkpoint_dir(its[i]));
-}
+std::string RunDir::eval_dir(int64_t it) const { return CheckpointSeries::path(path_ + "/eval", "iter-", it); }
 
 void RunDir::record_metrics(int64_t it, const json& m) {
     bool present = false;

@@ -17,9 +17,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "train/checkpoint_series.h"
 
 struct sqlite3;
 
@@ -46,18 +49,15 @@ public:
     std::string eval_dir(int64_t iteration) const;
 
     // The newest complete checkpoint's iteration (nullopt: none yet).
-    std::optional<int64_t> latest_checkpoint() const;
-    // Writes the checkpoint through `write(tmp_dir)` into a temporary directory, then renames it into
-    // place (replacing nothing: an existing complete checkpoint of that iteration is an error).
+    std::optional<int64_t> latest_checkpoint() const { return checkpoints_->latest(); }
+    // Writes the checkpoint through `write(tmp_dir)` and renames it into place (CheckpointSeries).
     template <class F>
     void commit_checkpoint(int64_t iteration, F&& write) {
-        std::string tmp = begin_checkpoint(iteration);
-        write(tmp);
-        finish_checkpoint(iteration, tmp);
+        checkpoints_->commit(iteration, std::forward<F>(write));
     }
 
     // Removes the complete checkpoints older than the newest `keep` (keep <= 0: none removed).
-    void prune_checkpoints(int keep);
+    void prune_checkpoints(int keep) { checkpoints_->prune(keep); }
 
     // An iteration's metrics: appended to metrics.jsonl (unless a line for the iteration is already
     // there) and upserted into run.sqlite with its stage times.
@@ -65,10 +65,8 @@ public:
     std::vector<nlohmann::json> metrics() const;  // metrics.jsonl, in order
 
 private:
-    std::vector<int64_t> complete_checkpoints() const;  // their iterations, ascending
-    std::string begin_checkpoint(int64_t iteration);
-    void finish_checkpoint(int64_t iteration, const std::string& tmp);
     std::string path_, run_id_;
+    std::optional<CheckpointSeries> checkpoints_;  // opened once the lock is held
     int lock_fd_ = -1;
     sqlite3* db_ = nullptr;
 };

@@ -6,13 +6,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "bench/bench_run.h"
 #include "prompts/coder_prompt.h"
 #include "common/files.h"
+#include "common/hash.h"
 #include "engine/hf_checkpoint.h"
+#include "train/checkpoint_series.h"
 #include "train/policy.h"
 
 namespace kz {
@@ -21,8 +25,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json SftResult::to_json() const {
-    return {{"pairs", pairs},           {"skipped", skipped},     {"steps", steps},     {"tokens", tokens},
-            {"first_loss", first_loss}, {"last_loss", last_loss}, {"seconds", seconds}, {"out", out}};
+    return {{"pairs", pairs},     {"skipped", skipped}, {"steps", steps},           {"total_steps", total_steps},
+            {"stopped", stopped}, {"tokens", tokens},   {"first_loss", first_loss}, {"last_loss", last_loss},
+            {"seconds", seconds}, {"out", out}};
 }
 
 namespace {
@@ -99,8 +104,31 @@ double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total) {
     return base * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * progress)));
 }
 
+namespace {
+
+// What a checkpoint holds beside the optimizer's state: where in which epoch the run stands.
+struct SftPosition {
+    int epoch = 0;
+    size_t next = 0;            // the first pair (index into order) not yet trained on
+    std::vector<size_t> order;  // the epoch's data order; empty: the epoch has not begun
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0;
+};
+
+std::string pairs_digest(const std::vector<SftPair>& pairs) {
+    std::string bytes;
+    for (const auto& p : pairs)
+        for (const auto* part : {&p.prompt, &p.completion}) {
+            bytes.append(reinterpret_cast<const char*>(part->data()), part->size() * sizeof(int64_t));
+            bytes.push_back('\0');  // where one part ends: [1][2 3] differs from [1 2][3]
+        }
+    return sha256_hex(bytes);
+}
+
+}  // namespace
+
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
-                    const std::atomic<bool>& stop) {
+                    const std::atomic<bool>& stop, const SftRunOptions& run) {
     const auto& s = cfg.sft;
     auto t0 = std::chrono::steady_clock::now();
     SftResult r;
@@ -114,14 +142,68 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
     const torch::Device dev = policy.model().device();
     const auto batches = static_cast<int64_t>((pairs.size() + static_cast<size_t>(s.batch_size) - 1) /
                                               static_cast<size_t>(s.batch_size));
-    const int64_t total_steps = batches * s.epochs;
-    for (int e = 0; e < s.epochs && !stop; ++e) {
-        std::vector<size_t> order(pairs.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::shuffle(order.begin(), order.end(), rng);
-        double epoch_loss = 0;
-        int64_t epoch_steps = 0;
-        for (size_t b = 0; b < order.size() && !stop; b += static_cast<size_t>(s.batch_size)) {
+    r.total_steps = batches * s.epochs;
+    SftPosition at;
+    double seconds_before = 0;  // of the sessions before this one
+    std::optional<CheckpointSeries> series;
+    if (!run.checkpoints.empty()) {
+        series.emplace(run.checkpoints, "step-");
+        if (auto n = series->latest()) {
+            const std::string dir = series->path(*n);
+            const json p = json::parse(read_file(dir + "/progress.json"));
+            if (p.at("pairs").get<int64_t>() != r.pairs)
+                throw std::runtime_error(dir + " is a checkpoint of " + std::to_string(p.at("pairs").get<int64_t>()) +
+                                         " pairs, not of these " + std::to_string(r.pairs));
+            opt.load_state(dir + "/optimizer.pt");
+            std::istringstream(p.at("rng").get<std::string>()) >> rng;
+            at = {p.at("epoch").get<int>(), p.at("next").get<size_t>(), p.at("order").get<std::vector<size_t>>(),
+                  p.at("epoch_loss").get<double>(), p.at("epoch_steps").get<int64_t>()};
+            r.steps = p.at("steps").get<int64_t>();
+            r.tokens = p.at("tokens").get<int64_t>();
+            r.first_loss = p.at("first_loss").get<double>();
+            r.last_loss = p.at("last_loss").get<double>();
+            seconds_before = p.at("seconds").get<double>();
+            std::fprintf(stderr, "[sft] resumed at step %lld of %lld (epoch %d)\n", static_cast<long long>(r.steps),
+                         static_cast<long long>(r.total_steps), at.epoch + 1);
+        }
+    }
+    auto elapsed = [&] {
+        return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto checkpoint = [&] {
+        if (!series || series->latest() == r.steps) return;
+        series->commit(r.steps, [&](const std::string& dir) {
+            opt.save_state(dir + "/optimizer.pt");
+            std::ostringstream rs;
+            rs << rng;
+            json p = {{"pairs", r.pairs},
+                      {"epoch", at.epoch},
+                      {"next", at.next},
+                      {"order", at.order},
+                      {"rng", rs.str()},
+                      {"epoch_loss", at.epoch_loss},
+                      {"epoch_steps", at.epoch_steps},
+                      {"steps", r.steps},
+                      {"tokens", r.tokens},
+                      {"first_loss", r.first_loss},
+                      {"last_loss", r.last_loss},
+                      {"seconds", elapsed()}};
+            write_file_atomic(dir + "/progress.json", p.dump() + "\n");
+        });
+        series->prune(1);
+    };
+    while (at.epoch < s.epochs && !stop) {
+        if (at.order.empty()) {
+            at.order.resize(pairs.size());
+            for (size_t i = 0; i < at.order.size(); ++i) at.order[i] = i;
+            std::shuffle(at.order.begin(), at.order.end(), rng);
+            at.next = 0;
+            at.epoch_loss = 0;
+            at.epoch_steps = 0;
+        }
+        const std::vector<size_t>& order = at.order;
+        for (; at.next < order.size() && !stop; at.next += static_cast<size_t>(s.batch_size)) {
+            const size_t b = at.next;
             const size_t n = std::min(order.size() - b, static_cast<size_t>(s.batch_size));
             int64_t T = 0;
             for (size_t k = 0; k < n; ++k) {
@@ -142,43 +224,87 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
                 r.tokens += L;
             }
             TrainBatch batch{ids.to(dev), valid.to(dev), weights.to(dev)};
-            opt.set_lr(sft_lr(s, oc.lr, r.steps, total_steps));
+            opt.set_lr(sft_lr(s, oc.lr, r.steps, r.total_steps));
             const double loss = accumulate(policy.model(), batch, weighted_nll, 1, 1024, ScoredRows::weighted);
             opt.step();
             if (r.steps == 0) r.first_loss = loss;
             r.last_loss = loss;
             ++r.steps;
-            epoch_loss += loss;
-            ++epoch_steps;
+            at.epoch_loss += loss;
+            ++at.epoch_steps;
+            if (run.after_step) run.after_step(r.steps);
         }
-        if (epoch_steps)
-            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f, lr %.2e, %.0f s\n", e + 1,
-                         static_cast<long long>(epoch_steps), epoch_loss / static_cast<double>(epoch_steps),
-                         sft_lr(s, oc.lr, r.steps - 1, total_steps),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (at.next < order.size()) break;  // stopped part-way through the epoch
+        if (at.epoch_steps)
+            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f, lr %.2e, %.0f s\n", at.epoch + 1,
+                         static_cast<long long>(at.epoch_steps), at.epoch_loss / static_cast<double>(at.epoch_steps),
+                         sft_lr(s, oc.lr, r.steps - 1, r.total_steps), elapsed());
+        at = {at.epoch + 1, 0, {}, 0, 0};  // a finished epoch's checkpoint points at the next one
+        checkpoint();
     }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.stopped = r.steps < r.total_steps;
+    if (r.stopped) checkpoint();
+    r.seconds = elapsed();
     return r;
 }
 
-SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop) {
+SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool resume) {
     const auto& s = cfg.sft;
     if (s.data.empty() && s.tasks.empty())
         throw std::runtime_error("sft.data (a JSONL file of prompt/completion pairs) or sft.tasks is not set");
     if (s.out.empty()) throw std::runtime_error("sft.out is not set (where the adapter goes)");
     fs::create_directories(s.out);
+    const std::string checkpoints = s.out + "/checkpoints";
+    const bool interrupted = fs::is_directory(checkpoints) && CheckpointSeries(checkpoints, "step-").latest();
+    if (interrupted && !resume)
+        throw std::runtime_error(s.out + " holds an interrupted SFT run (" + checkpoints +
+                                 "): pass --resume to continue it, or another --out");
+    if (!interrupted && resume)
+        throw std::runtime_error(s.out + " holds no interrupted SFT run to resume (no checkpoint in " + checkpoints +
+                                 ")");
     const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
     Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
     int64_t skipped = 0;
     auto pairs = load_sft_pairs(cfg, policy, &skipped);
     if (pairs.empty()) throw std::runtime_error("no usable pair (" + std::to_string(skipped) + " too long)");
-    SftResult r = sft_train(policy, pairs, cfg, stop);
+
+    const json full = cfg.to_json();
+    json record = {{"seed", full.at("seed")},
+                   {"backend", full.at("backend")},
+                   {"format", full.at("format")},
+                   {"coder", full.at("coder")},
+                   {"sft", full.at("sft")},
+                   {"pairs", pairs.size()},
+                   {"pairs_sha256", pairs_digest(pairs)}};
+    record["sft"].erase("out");
+    const std::string record_path = s.out + "/sft.json";
+    if (resume) {
+        const json was = json::parse(read_file(record_path));
+        std::string diff;
+        for (const auto& [k, v] : record.items())
+            if (!was.contains(k) || was[k] != v) diff += (diff.empty() ? "" : ", ") + k;
+        if (!diff.empty())
+            throw std::runtime_error(
+                s.out + " was started with another configuration or other pairs (differs in: " + diff + ")");
+    } else {
+        write_file_atomic(record_path, record.dump(2) + "\n");
+    }
+
+    SftResult r = sft_train(policy, pairs, cfg, stop, {checkpoints, {}});
     r.skipped = skipped;
     r.out = s.out;
-    if (cfg.coder.full_finetune)
-        save_hf_model(policy.model(), s.out + "/model", policy.model().dtype(), model_dir);
-    else
+    if (r.stopped) return r;
+    if (cfg.coder.full_finetune) {
+        // Renamed into place whole: a directory named model is a finished one.
+        const std::string model = s.out + "/model", tmp = model + ".tmp";
+        fs::remove_all(tmp);
+        save_hf_model(policy.model(), tmp, policy.model().dtype(), model_dir);
+        fs::remove_all(model);
+        fs::rename(tmp, model);
+    } else {
         policy.save(s.out);
+    }
+    fs::remove_all(checkpoints);
     return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,9 @@
 namespace kz {
 
 struct SftResult {
-    int64_t pairs = 0, skipped = 0, steps = 0, tokens = 0;
-    double first_loss = 0, last_loss = 0, seconds = 0;
+    int64_t pairs = 0, skipped = 0, steps = 0, total_steps = 0, tokens = 0;
+    double first_loss = 0, last_loss = 0, seconds = 0;  // seconds: of every session of the run
+    bool stopped = false;  // `stop` ended it before its last step (its state is in the checkpoint)
     std::string out;
     nlohmann::json to_json() const;
 };
@@ -41,14 +43,30 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
 // to `base`, then `base` (schedule "constant") or a cosine from `base` to base / 10 ("cosine").
 double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total);
 
+// How sft_train keeps a run resumable. `checkpoints`: a directory of step-NNNNNN checkpoints (the
+// optimizer's exact state, the epoch's data order, the random state and the counters), one written
+// after every epoch and one when `stop` ends the run early, the newest kept; a run given a directory
+// that holds one continues from it, and ends with the weights an uninterrupted run would have. Empty:
+// nothing kept. `after_step(steps)`: called after each optimizer step (tests stop a run through it).
+struct SftRunOptions {
+    std::string checkpoints;
+    std::function<void(int64_t steps)> after_step;
+};
+
 // Epochs of AdamW (sft.lr, or the policy's, on sft.schedule) over the policy's trainable parameters, loss on the
 // completion tokens. The policy's own optimizer is left untouched: Policy::reset_optimizer() before
-// training the policy further with it.
+// training the policy further with it. Throws std::runtime_error when a checkpoint to resume from is
+// of another number of pairs.
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
-                    const std::atomic<bool>& stop);
+                    const std::atomic<bool>& stop, const SftRunOptions& run = {});
 
-// `kernelzero sft`: the Coder of cfg, trained and written to sft.out. Throws std::runtime_error naming
-// a malformed pair, or a missing sft.data / sft.tasks / sft.out.
-SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop);
+// `kernelzero sft`: the Coder of cfg trained, its checkpoints in sft.out/checkpoints while it runs,
+// and the result written to sft.out (full fine-tuning: sft.out/model, renamed into place complete;
+// LoRA: sft.out/adapter) once every epoch is done; then the checkpoints go. A stopped run writes no
+// result: `resume` continues it. sft.out/sft.json records what a resume must match (seed, backend,
+// [coder], [sft] but its out, and a digest of the tokenised pairs). Throws std::runtime_error naming
+// the cause: a malformed pair, a missing sft.data / sft.tasks / sft.out, an interrupted run without
+// `resume`, `resume` with nothing to resume, a resume with another configuration or other pairs.
+SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool resume = false);
 
 }  // namespace kz

@@ -746,6 +746,21 @@ TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
     // embeddings far (about a nat at most), so "learns" means a clear drop, not a small loss.
     EXPECT_LT(res["last_loss"].get<double>(), res["first_loss"].get<double>() - 0.5) << res.dump();
     EXPECT_TRUE(fs::is_regular_file(dir + "/sft-out/adapter/adapter_config.json"));
+    // A finished run keeps no checkpoint; what a resume must match is recorded.
+    EXPECT_FALSE(fs::exists(dir + "/sft-out/checkpoints"));
+    EXPECT_EQ(json::parse(kz::read_file(dir + "/sft-out/sft.json"))["pairs"].get<int>(), 2);
+    auto nothing = run({"sft", "--config", dir + "/sft.toml", "--resume"}, dir);
+    EXPECT_EQ(nothing.code, 2);
+    EXPECT_NE(nothing.err.find("no interrupted SFT run"), std::string::npos) << nothing.err;
+    // An interrupted run (a checkpoint in its directory) is neither started over nor resumed otherwise.
+    fs::create_directories(dir + "/sft-out/checkpoints/step-000003");
+    auto again = run({"sft", "--config", dir + "/sft.toml"}, dir);
+    EXPECT_EQ(again.code, 2);
+    EXPECT_NE(again.err.find("pass --resume"), std::string::npos) << again.err;
+    auto other = run({"sft", "--config", dir + "/sft.toml", "--resume", "--epochs", "16"}, dir);
+    EXPECT_EQ(other.code, 2);
+    EXPECT_NE(other.err.find("differs in: sft"), std::string::npos) << other.err;
+    fs::remove_all(dir + "/sft-out/checkpoints");
 
     // Pairs from a task directory and a candidate directory (a task without a candidate is no pair),
     // and SFT as the trainer's warm start.

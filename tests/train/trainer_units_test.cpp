@@ -1,13 +1,16 @@
 // The trainer's own units: the seed schedule, replay from rollout records, a step's wire format
 // between ranks, what a rank takes of a step (with a fake collective for rank 1 of 3), the SFT
-// schedule, and the run directory's checkpoint retention.
+// schedule, an SFT run's resume, and the run directory's checkpoint retention.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
 
 #include "common/files.h"
+#include "train/checkpoint_series.h"
 #include "train/data_parallel.h"
+#include "train/policy.h"
 #include "train/ranks.h"
 #include "train/replay.h"
 #include "train/run_dir.h"
@@ -183,6 +186,64 @@ TEST(SftSchedule, WarmsUpLinearlyThenDecaysByCosineToATenth) {
     for (int64_t i = 4; i < 99; ++i) EXPECT_GE(kz::sft_lr(s, 1.0, i, 100), kz::sft_lr(s, 1.0, i + 1, 100));
     s.warmup_steps = 0;
     EXPECT_DOUBLE_EQ(kz::sft_lr(s, 2.0, 0, 1), 2.0);  // one step: the full rate
+}
+
+// An SFT run stopped part-way and resumed from its checkpoints ends with the weights, counters and
+// losses of one never stopped: stopped mid-epoch, then at an epoch's end, then run to the end.
+TEST(Sft, AResumedRunEndsWhereAnUninterruptedOneDoes) {
+    const std::string dir = testing::TempDir() + "kz_sft_resume";
+    std::filesystem::remove_all(dir);
+    kz::TrainConfig cfg;
+    cfg.seed = 3;
+    cfg.coder.model = "init:tiny";
+    cfg.coder.tokenizer = KZ_SOURCE_DIR "/data/qwen2.5-tokenizer";
+    cfg.coder.full_finetune = true;
+    cfg.sft.epochs = 3;
+    cfg.sft.batch_size = 2;
+    cfg.sft.lr = 1e-2;
+    cfg.sft.schedule = "cosine";
+    cfg.sft.warmup_steps = 2;
+    const std::string model_dir = kz::materialise_model(cfg.coder, dir + "/base", cfg.seed);
+    std::vector<kz::SftPair> pairs;  // 5 pairs in batches of 2: 3 steps an epoch, 9 in all
+    for (int64_t i = 0; i < 5; ++i) pairs.push_back({{1, 2, 3 + i}, {10 + i, 20, 30 + 2 * i, 7}});
+    auto policy = [&] { return std::make_unique<kz::Policy>("coder", cfg.coder, model_dir, "cpu", cfg.seed); };
+
+    std::atomic<bool> stop{false};
+    auto straight = policy();
+    const kz::SftResult whole = kz::sft_train(*straight, pairs, cfg, stop);
+    ASSERT_FALSE(whole.stopped);
+    ASSERT_EQ(whole.steps, 9);
+
+    kz::SftRunOptions run{dir + "/checkpoints", [&](int64_t steps) { stop = steps == 4; }};
+    auto first = policy();
+    const kz::SftResult a = kz::sft_train(*first, pairs, cfg, stop, run);
+    EXPECT_TRUE(a.stopped);
+    EXPECT_EQ(a.steps, 4);
+    EXPECT_EQ(kz::CheckpointSeries(run.checkpoints, "step-").complete(), std::vector<int64_t>({4}));
+    stop = false;
+    run.after_step = [&](int64_t steps) { stop = steps == 6; };
+    auto second = policy();
+    const kz::SftResult b = kz::sft_train(*second, pairs, cfg, stop, run);
+    EXPECT_TRUE(b.stopped);
+    EXPECT_EQ(b.steps, 6);
+    EXPECT_EQ(kz::CheckpointSeries(run.checkpoints, "step-").complete(), std::vector<int64_t>({6}));
+    stop = false;
+    run.after_step = {};
+    auto third = policy();
+    const kz::SftResult c = kz::sft_train(*third, pairs, cfg, stop, run);
+    EXPECT_FALSE(c.stopped);
+    EXPECT_EQ(c.steps, whole.steps);
+    EXPECT_EQ(c.tokens, whole.tokens);
+    EXPECT_EQ(c.first_loss, whole.first_loss);
+    EXPECT_EQ(c.last_loss, whole.last_loss);
+    const auto want = straight->model().named_parameters(), got = third->model().named_parameters();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << want[i].first << " differs after the resumes";
+
+    pairs.pop_back();  // a checkpoint of 5 pairs is no start for 4
+    EXPECT_THROW(kz::sft_train(*third, pairs, cfg, stop, run), std::runtime_error);
+    std::filesystem::remove_all(dir);
 }
 
 TEST(RunDir, KeepsTheNewestCompleteCheckpoints) {
