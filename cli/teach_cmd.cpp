@@ -158,6 +158,10 @@ Runner add_corpus(CLI::App& app) {
         ->delimiter(',')
         ->check(CLI::IsMember({1, 2}))
         ->capture_default_str();
+    cmd->add_option("--heldout-max-apis", o->heldout_max_apis,
+                    "Most distinct operators in a held-out API set (0: any; longer sets all train)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--fused", o->fused_fraction, "Share of training pairs that take the fused kernel")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));

@@ -30,7 +30,7 @@ corpus)
   "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
     --device "$DEV" --workers "${KZ_LEARN_LANES:-12}" --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
   # Held out at level 2 only: every operator is taught alone, the evaluation asks for new compositions.
-  "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2
+  "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2 --heldout-max-apis "${KZ_LEARN_HELDOUT_MAX_APIS:-3}"
   rm -f "$DIR/pool.sqlite"*
   "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers "${KZ_LEARN_LANES:-12}"
   ;;

@@ -76,8 +76,11 @@ Split split_tasks(const std::vector<Task>& tasks, const CorpusOptions& o) {
     const std::string seed = std::to_string(o.seed);
     std::vector<const Task*> heldout, train;
     for (const Task& t : tasks) {
-        const bool held =
-            o.heldout_levels.count(t.level) && unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction;
+        const bool short_enough =
+            o.heldout_max_apis <= 0 ||
+            std::set<std::string>(t.apis.begin(), t.apis.end()).size() <= static_cast<size_t>(o.heldout_max_apis);
+        const bool held = o.heldout_levels.count(t.level) && short_enough &&
+                          unit_hash("heldout:" + seed + ":" + t.key) < o.heldout_fraction;
         (held ? heldout : train).push_back(&t);
     }
     Split s;
@@ -221,6 +224,7 @@ json build_corpus(const CorpusOptions& o) {
                     {"options",
                      {{"heldout_fraction", o.heldout_fraction},
                       {"heldout_levels", o.heldout_levels},
+                      {"heldout_max_apis", o.heldout_max_apis},
                       {"fused_fraction", o.fused_fraction},
                       {"naive_only", o.naive_only},
                       {"near_duplicate", o.near_duplicate},

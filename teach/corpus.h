@@ -32,6 +32,9 @@ struct CorpusOptions {
     // Levels whose API sets may be held out; the other levels' tasks are all trained on. {2}: every
     // operator is taught alone (level 1) and the evaluation asks for new compositions of them.
     std::set<int> heldout_levels = {1, 2};
+    // At most this many distinct operators in a held-out API set (0: any): short compositions are
+    // what a small Coder can be asked for first; the longer ones all train.
+    int heldout_max_apis = 0;
     // Training pairs that take the fused candidate (when it is correct); the rest take the naive one,
     // so that there is room to learn fusion.
     double fused_fraction = 0.25;

@@ -138,6 +138,15 @@ class Teach(unittest.TestCase):
         self.assertEqual(set(held), {2})
         self.assertEqual(set(trained), {1})
         self.assertEqual(len(held) + len(trained) + sum(dropped.values()), len(written))
+        # Held out among the short API sets only (here: one operator), the longer ones all trained on.
+        short = out.parent / (out.name + "-short")
+        run = subprocess.run([BINARY, "corpus", "--from", str(teach_dir), "--out", str(short), "--heldout", "1",
+                              "--heldout-max-apis", "1"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        held = lines(short / "heldout" / "manifest.jsonl")
+        trained = lines(short / "train_tasks" / "manifest.jsonl")
+        self.assertTrue(held and all(len(set(m["apis"])) == 1 for m in held), held)
+        self.assertTrue(trained and all(len(set(m["apis"])) > 1 for m in trained), trained)
         bad = subprocess.run([BINARY, "corpus", "--from", str(out), "--out", str(out / "x")], capture_output=True,
                              text=True, timeout=60)
         self.assertEqual(bad.returncode, 2)
