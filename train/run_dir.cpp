@@ -66,7 +66,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
         json recorded = run.value("config", json::object()), now = config;
         // What may change on resume: how long to run, and where verdicts come from (same settings).
         for (json* j : {&recorded, &now}) {
-            j->erase("iterations");
+            for (const char* k : {"iterations", "verification_budget", "token_budget"}) j->erase(k);
             if (j->contains("verifier") && (*j)["verifier"].is_object()) (*j)["verifier"].erase("url");
         }
         if (recorded != now) {

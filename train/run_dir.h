@@ -33,7 +33,7 @@ public:
     // Creates the directory (or opens it with resume = true) and takes its lock. Throws
     // std::runtime_error naming the cause: a directory that already holds a run without --resume,
     // --resume on a directory without one, a configuration that differs from the recorded one
-    // (keys other than `iterations`), a lock held by another trainer.
+    // (keys other than `iterations` and the budgets), a lock held by another trainer.
     RunDir(const std::string& path, const nlohmann::json& config, bool resume);
     ~RunDir();
     RunDir(const RunDir&) = delete;

@@ -236,6 +236,8 @@ const auto top_fields = [](auto& c, auto& v) {
     v.path("catalog", c.catalog);
     v("warm_start", c.warm_start);
     v("keep_checkpoints", c.keep_checkpoints, AtLeast{0});
+    v("verification_budget", c.verification_budget, AtLeast{0});
+    v("token_budget", c.token_budget, AtLeast{0});
 };
 
 // Reads a table's keys into the members.

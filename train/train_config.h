@@ -121,6 +121,12 @@ struct TrainConfig {
     // Complete checkpoints kept: the newest N (an older one goes once a newer one is in place); 0 keeps
     // all. A full-fine-tuning checkpoint holds fp32 masters and AdamW moments: ~14 bytes a parameter.
     int keep_checkpoints = 0;
+    // What the run may spend, for arms compared at equal cost: it ends after the iteration at which
+    // its verifications of sampled kernels (the Coder's steps and the probes of proposed modules, all
+    // ranks; the evaluation's not counted) reach verification_budget, or its sampled tokens (both
+    // policies) reach token_budget; that iteration is evaluated as the last. 0: no budget (`iterations`
+    // alone ends the run, and always bounds it).
+    int64_t verification_budget = 0, token_budget = 0;
     PolicySpec coder, proposer;
     ProposerPhase propose;
     CoderPhase coder_phase;

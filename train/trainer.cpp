@@ -106,15 +106,33 @@ int64_t Trainer::run() {
     if (!latest.is_null()) {
         restore(latest.get<int64_t>());
         first = latest.get<int64_t>() + 1;
+        json spent = {0, 0};
+        if (ranks_.leader())
+            for (const json& m : run_->metrics())
+                if (m.value("iteration", int64_t{0}) < first)
+                    spent = {spent[0].get<int64_t>() + m.value("verified", int64_t{0}),
+                             spent[1].get<int64_t>() + m.value("tokens_sampled", int64_t{0})};
+        spent = ranks_.from_leader(spent);
+        spent_verified_ = spent[0].get<int64_t>();
+        spent_tokens_ = spent[1].get<int64_t>();
     }
     ranks_.check_same_weights(*coder_);
     if (proposer_) ranks_.check_same_weights(*proposer_);
     int64_t done = first - 1;
-    for (int64_t it = first; it <= last_iteration_ && !ranks_.stopping(stop_); ++it) {
+    for (int64_t it = first; it <= last_iteration_ && !budget_spent() && !ranks_.stopping(stop_); ++it) {
         if (!iteration(it)) break;
         done = it;
     }
+    if (budget_spent() && ranks_.leader())
+        std::fprintf(stderr, "[train] budget spent after iteration %lld: %lld verifications, %lld tokens sampled\n",
+                     static_cast<long long>(done), static_cast<long long>(spent_verified_),
+                     static_cast<long long>(spent_tokens_));
     return done;
+}
+
+bool Trainer::budget_spent() const {
+    return (cfg_.verification_budget > 0 && spent_verified_ >= cfg_.verification_budget) ||
+           (cfg_.token_budget > 0 && spent_tokens_ >= cfg_.token_budget);
 }
 
 // One iteration; false when stopped part-way (nothing of it is checkpointed).
@@ -133,7 +151,10 @@ bool Trainer::iteration(int64_t it) {
     ranks_.check_same_weights(*coder_);
     if (proposer_) ranks_.check_same_weights(*proposer_);
     throughput(m);
-    const bool eval_due = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || it == last_iteration_);
+    spent_verified_ += m["verified"].get<int64_t>();
+    spent_tokens_ += m["tokens_sampled"].get<int64_t>();
+    const bool last = it == last_iteration_ || budget_spent();
+    const bool eval_due = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || last);
     if (eval_due) {
         if (ranks_.leader()) timer_.run("eval", [&] { evaluate(it, m); });
         ranks_.barrier("eval-" + std::to_string(it), kEvalTimeout);

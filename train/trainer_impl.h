@@ -97,6 +97,9 @@ private:
     std::unique_ptr<Policy> coder_, proposer_;
     std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
+    // The run's spending through the last finished iteration, all ranks (verification_budget, token_budget).
+    int64_t spent_verified_ = 0, spent_tokens_ = 0;
+    bool budget_spent() const;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
     double verify_s_ = 0;
     // Declared last, so destroyed first: its workers may still be validating with the pipeline or the

@@ -36,11 +36,11 @@ def figures(m):
             "fast1_compile": m.get("fast_p_compile", {}).get("1"), "geomean": m.get("geomean_speedup_eager")}
 
 
-def row(arm, seed, start, end, verified, tokens, wall):
+def row(arm, seed, start, end, iterations, verified, tokens, wall):
     g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
     return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
             f"{share(start['fast1'], start['n'])} | {share(end['fast1'], end['n'])} | "
-            f"{share(end['fast1_compile'], end['n'])} | {g} | {verified} | {tokens} | {wall:.0f} s |")
+            f"{share(end['fast1_compile'], end['n'])} | {g} | {iterations} | {verified} | {tokens} | {wall:.0f} s |")
 
 
 def main():
@@ -50,9 +50,9 @@ def main():
         sys.exit(f"{a} is missing: run the sft stage first")
     start = figures(json.loads(a.read_text())["overall"])
     print("| arm | seed | pass@1 start | pass@1 end | fast_1 start | fast_1 end | fast_1 vs compile, end | "
-          "geomean vs eager, end | verifications | tokens sampled | wall |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print(row("A", "-", start, start, 0, 0, 0.0))
+          "geomean vs eager, end | iterations | verifications | tokens sampled | wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(row("A", "-", start, start, 0, 0, 0, 0.0))
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
@@ -62,7 +62,7 @@ def main():
             continue
         arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
-        print(row(arm, seed, start, figures(evals[-1]), sum(m.get("verified", 0) for m in its),
+        print(row(arm, seed, start, figures(evals[-1]), len(its), sum(m.get("verified", 0) for m in its),
                   sum(m.get("tokens_sampled", 0) for m in its), wall))
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)

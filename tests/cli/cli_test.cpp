@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -568,6 +569,42 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     for (const char* part : {"Training curves", "Capability map", "Stage times", "<svg", "propose"})
         EXPECT_NE(html.find(part), std::string::npos) << part;
     EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+// A budget ends a run at the iteration that spends it, evaluated as the last; a resume counts what
+// the recorded iterations spent, and may raise the budget.
+TEST_F(TrainTest, ATokenBudgetEndsTheRunAndAResumeCountsWhatWasSpent) {
+    const std::string out = dir + "/budget";
+    auto printed = run({"train", "--preset", "tiny-cpu", "--print-config"}, dir);
+    ASSERT_EQ(printed.code, 0) << printed.err;
+    auto config = [&](int64_t budget) {
+        std::string c = std::regex_replace(printed.out, std::regex("\"data/qwen2.5-tokenizer\""),
+                                           "\"" + kSrc + "/data/qwen2.5-tokenizer\"");
+        c = std::regex_replace(c, std::regex("\"examples/known_good/tasks\""),
+                               "\"" + kSrc + "/examples/known_good/tasks\"");
+        c = std::regex_replace(c, std::regex("(^|\n)iterations = 2\n"),
+                               "$1iterations = 4\ntoken_budget = " + std::to_string(budget) + "\n");
+        c = std::regex_replace(c, std::regex("\nevery = 1\n"), "\nevery = 3\n");
+        std::ofstream(dir + "/budget.toml") << c;
+        return dir + "/budget.toml";
+    };
+    auto first = run({"train", "--config", config(1), "--out", out}, dir);
+    ASSERT_EQ(first.code, 0) << first.err;
+    EXPECT_NE(first.err.find("budget spent after iteration 1"), std::string::npos) << first.err;
+    auto m = results(out + "/metrics.jsonl");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_TRUE(m[0].contains("eval")) << "the last iteration is evaluated: " << m[0].dump();
+    const int64_t spent = m[0]["tokens_sampled"].get<int64_t>();
+    ASSERT_GT(spent, 0);
+    // Exactly what iteration 1 spent: nothing is left to run.
+    auto none = run({"train", "--config", config(spent), "--out", out, "--resume"}, dir);
+    ASSERT_EQ(none.code, 0) << none.err;
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1}));
+    // One token more: iteration 2 runs, and is the last.
+    auto more = run({"train", "--config", config(spent + 1), "--out", out, "--resume"}, dir);
+    ASSERT_EQ(more.code, 0) << more.err;
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    EXPECT_TRUE(results(out + "/metrics.jsonl").back().contains("eval"));
 }
 
 TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
