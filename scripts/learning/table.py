@@ -1,7 +1,8 @@
 """The learning experiment's summary table (docs/LEARNING.md) from what scripts/learning_experiment.sh
 wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/metrics.json) and each RL
 arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
-its stage times). pass@1 and fast_1 are shares of the held-out tasks, with 95% Wilson intervals.
+its stage times). pass@1 and fast_1 are shares of the held-out tasks, with 95% Wilson intervals;
+below the table, each arm's mean and range over its seeds at the end (the seed spread).
 
 Usage: python3 table.py LEARN_DIR"""
 import json
@@ -53,6 +54,7 @@ def main():
           "geomean vs eager, end | iterations | verifications | tokens sampled | wall |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(row("A", "-", start, start, 0, 0, 0, 0.0))
+    ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
@@ -67,6 +69,15 @@ def main():
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
+        end = figures(evals[-1])
+        ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
+    # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
+    print()
+    print(f"Arm A (one row: greedy): pass@1 {start['pass1'] or 0:.3f}, fast_1 {start['fast1'] or 0:.3f}.")
+    for arm, seeds in sorted(ends.items()):
+        p, f = [s[0] for s in seeds], [s[1] for s in seeds]
+        print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"
+              f"{max(p):.3f}), fast_1 mean {sum(f) / len(f):.3f} (range {min(f):.3f}-{max(f):.3f}).")
 
 
 if __name__ == "__main__":
