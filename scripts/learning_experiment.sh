@@ -6,6 +6,7 @@
 #   scripts/learning_experiment.sh sft              the Coder and the Proposer from scratch (a re-run
 #                                                   resumes an interrupted one); arm A (the SFT Coder on
 #                                                   the held-out tasks)
+#   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
 #   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
 #   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -24,7 +25,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | arm B|C|D SEED | table}
+stage=${1:?usage: $0 corpus | sft | sampled | arm B|C|D SEED | table}
 case $stage in
 corpus)
   "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
@@ -47,6 +48,13 @@ sft)
   # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
   "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
     --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
+  ;;
+sampled)
+  # How far the SFT Coder reaches when sampled: 8 completions a held-out task at temperature 1 (pass@1
+  # and pass@8). Greedy arm A at ~0 with pass@8 above it says the held-out tasks are within reach.
+  "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
+    --samples 8 --k 1,8 --temperature 1 --seed 1 --max-new-tokens 3072 --out "$DIR/arm-A-sampled" --resume \
+    --no-progress --json | tail -1
   ;;
 arm)
   arm=${2:?arm B, C or D}
@@ -73,7 +81,7 @@ table)
   python3 "$ROOT/scripts/learning/table.py" "$DIR"
   ;;
 *)
-  echo "unknown stage $stage (corpus, sft, arm, table)" >&2
+  echo "unknown stage $stage (corpus, sft, sampled, arm, table)" >&2
   exit 2
   ;;
 esac

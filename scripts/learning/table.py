@@ -74,6 +74,11 @@ def main():
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
     print(f"Arm A (one row: greedy): pass@1 {start['pass1'] or 0:.3f}, fast_1 {start['fast1'] or 0:.3f}.")
+    sampled = d / "arm-A-sampled" / "metrics.json"
+    if sampled.exists():
+        k = json.loads(sampled.read_text())["overall"].get("pass_at_k", {})
+        print(f"Arm A sampled (8 a task, temperature 1): pass@1 {k.get('pass@1', 0):.3f}, "
+              f"pass@8 {k.get('pass@8', 0):.3f}.")
     for arm, seeds in sorted(ends.items()):
         p, f = [s[0] for s in seeds], [s[1] for s in seeds]
         print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"
