@@ -12,7 +12,9 @@
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
 # from the training pool; D CA-GRPO with the frontier and the Proposer (co-evolution).
 # Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (2400 teacher
-# draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda).
+# draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda),
+# KZ_LEARN_TEACH_ARCHIVE (a packed teach run, e.g. data/learning/teach-seed1.tar.xz, that starts an
+# absent teach/: teach then verifies only the jobs it has no verdict for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -28,12 +30,23 @@ SIZES=typical
 stage=${1:?usage: $0 corpus | sft | sampled | arm B|C|D SEED | table}
 case $stage in
 corpus)
+  if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
+    tar xJf "$KZ_LEARN_TEACH_ARCHIVE" -C "$DIR"
+    [[ -d $DIR/teach ]] || { echo "$KZ_LEARN_TEACH_ARCHIVE holds no teach/ directory" >&2; exit 2; }
+  fi
   "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
     --device "$DEV" --workers "${KZ_LEARN_LANES:-12}" --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
   # Held out at level 2 only: every operator is taught alone, the evaluation asks for new compositions.
   "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2 --heldout-max-apis "${KZ_LEARN_HELDOUT_MAX_APIS:-3}"
-  rm -f "$DIR/pool.sqlite"*
-  "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" --workers "${KZ_LEARN_LANES:-12}"
+  # The pool is imported (each task validated again) once per corpus: a re-run that leaves the corpus
+  # as it was keeps it.
+  digest=$(cat "$CORPUS/corpus.json" "$CORPUS/train_tasks/manifest.jsonl" | sha256sum | cut -d' ' -f1)
+  if [[ ! -f $DIR/pool.sqlite || $(cat "$DIR/pool.corpus" 2>/dev/null) != "$digest" ]]; then
+    rm -f "$DIR/pool.sqlite"* "$DIR/pool.corpus"
+    "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" \
+      --workers "${KZ_LEARN_LANES:-12}"
+    echo "$digest" > "$DIR/pool.corpus"
+  fi
   ;;
 sft)
   # A model directory is renamed into place once its run is done; an interrupted run resumes.

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The learning experiment's stages in one call of a machine that gives each command a deadline and
+# keeps nothing between sessions (the project's GPU machine: docs/LEARNING.md, "What the device
+# allows"). Builds build-gpu/kernelzero when it is missing and KZ_BIN names no other binary
+# (scripts/gpu_test.sh: carry .deps), then runs scripts/learning_experiment.sh once per STAGE (an arm
+# as arm:C:1) until DEADLINE_S seconds after the start: the running stage gets SIGINT then, which
+# every stage resumes from on the next call (teach keeps its verdicts, sft checkpoints). Logs and
+# packed results go to $OUT:
+#   scripts/learning_session.sh DEADLINE_S STAGE...
+#   results.tgz       the small files of the run directory (bench and train metrics, reports, logs):
+#                     never models, checkpoints, pools, the corpus or the teach run
+#   corpus.tgz        with KZ_LEARN_PACK_CORPUS=1, once the pool is imported: corpus/, pool.sqlite,
+#                     pool.corpus (carry them back to runs/learning to skip the stage's import)
+#   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+DEADLINE=${1:?usage: $0 DEADLINE_S STAGE...}
+shift
+S=$SECONDS
+OUTD=${OUT:-/tmp/kz-out}
+DIR=${KZ_LEARN_DIR:-runs/learning}
+LOG=$OUTD/session.log
+mkdir -p "$OUTD" "$DIR"
+left() { echo $(( DEADLINE - (SECONDS - S) )); }
+say() { echo "[session +$(( SECONDS - S ))s] $*" | tee -a "$LOG"; }
+say "$(git rev-parse --short HEAD 2>/dev/null) ($(git status --short 2>/dev/null | wc -l) paths changed); $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null)"
+if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
+  KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
+    || { say "build failed"; tail -30 "$LOG"; exit 1; }
+  say "built"
+fi
+rc=0
+for stage in "$@"; do
+  budget=$(( $(left) - ${KZ_LEARN_PACK_SECONDS:-25} ))
+  (( budget > 10 )) || { say "no time left for $stage"; rc=124; break; }
+  say "$stage (at most ${budget} s)"
+  # timeout signals its process group: the stage's kernelzero gets the SIGINT itself.
+  IFS=: read -ra args <<< "$stage"
+  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${stage//:/-}.log" 2>&1
+  rc=$?
+  say "$stage: exit $rc"
+  tail -3 "$OUTD/${stage//:/-}.log" | tee -a "$LOG"
+  (( rc == 0 )) || break
+done
+(cd "$DIR" && find . -type f -size -3M ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
+  ! -path './teach/*' ! -path './corpus/*' ! -name '*.sqlite*' -print0 | tar czf "$OUTD/results.tgz" --null -T -)
+if [[ ${KZ_LEARN_PACK_CORPUS:-0} == 1 && -f $DIR/pool.corpus ]]; then
+  tar czf "$OUTD/corpus.tgz" -C "$DIR" corpus pool.sqlite pool.corpus
+fi
+if [[ ${KZ_LEARN_PACK_TEACH:-0} == 1 && -d $DIR/teach ]]; then
+  tar cJf "$OUTD/teach.tar.xz" -C "$DIR" teach
+fi
+say "packed (KiB): $(du -k "$OUTD"/*.t*z | tr '\n\t' '  ')"
+exit $rc
