@@ -127,6 +127,20 @@ std::string pairs_digest(const std::vector<SftPair>& pairs) {
 
 }  // namespace
 
+std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int batch_size, bool group_by_length,
+                                    std::mt19937_64& rng) {
+    std::vector<size_t> order(lengths.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    if (!group_by_length) return order;
+    const size_t run = 16 * static_cast<size_t>(std::max(1, batch_size));
+    for (size_t b = 0; b < order.size(); b += run)
+        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(b),
+                         order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), b + run)),
+                         [&](size_t x, size_t y) { return lengths[x] > lengths[y]; });
+    return order;
+}
+
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop, const SftRunOptions& run) {
     const auto& s = cfg.sft;
@@ -192,11 +206,11 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
         });
         series->prune(1);
     };
+    std::vector<int64_t> lengths;
+    for (const SftPair& p : pairs) lengths.push_back(static_cast<int64_t>(p.prompt.size() + p.completion.size()));
     while (at.epoch < s.epochs && !stop) {
         if (at.order.empty()) {
-            at.order.resize(pairs.size());
-            for (size_t i = 0; i < at.order.size(); ++i) at.order[i] = i;
-            std::shuffle(at.order.begin(), at.order.end(), rng);
+            at.order = sft_epoch_order(lengths, s.batch_size, s.group_by_length, rng);
             at.next = 0;
             at.epoch_loss = 0;
             at.epoch_steps = 0;

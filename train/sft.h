@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,12 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
 // The learning rate of step `step` (0-based) of `total`: sft.warmup_steps of linear warm-up from 0
 // to `base`, then `base` (schedule "constant") or a cosine from `base` to base / 10 ("cosine").
 double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total);
+
+// An epoch's order of the pairs with the given total lengths: a shuffle by `rng`, then, with
+// `group_by_length`, each run of 16 * batch_size positions sorted by length, longest first (ties keep
+// the shuffle's order).
+std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int batch_size, bool group_by_length,
+                                    std::mt19937_64& rng);
 
 // How sft_train keeps a run resumable. `checkpoints`: a directory of step-NNNNNN checkpoints (the
 // optimizer's exact state, the epoch's data order, the random state and the counters), one written

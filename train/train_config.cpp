@@ -219,6 +219,7 @@ const auto sft_fields = [](auto& p, auto& v) {
     v("warmup_steps", p.warmup_steps, AtLeast{0});
     v("epochs", p.epochs, AtLeast{1});
     v("batch_size", p.batch_size, AtLeast{1});
+    v("group_by_length", p.group_by_length);
     v("max_tokens", p.max_tokens);
     v.path("out", p.out);
 };

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <numeric>
 #include <set>
 
 #include "common/files.h"
@@ -186,6 +187,37 @@ TEST(SftSchedule, WarmsUpLinearlyThenDecaysByCosineToATenth) {
     for (int64_t i = 4; i < 99; ++i) EXPECT_GE(kz::sft_lr(s, 1.0, i, 100), kz::sft_lr(s, 1.0, i + 1, 100));
     s.warmup_steps = 0;
     EXPECT_DOUBLE_EQ(kz::sft_lr(s, 2.0, 0, 1), 2.0);  // one step: the full rate
+}
+
+// Grouping by length reorders each run of 16 batches of the same shuffle, longest first, and pads less.
+TEST(SftEpochOrder, GroupsLikeLengthsWithinRunsOf16Batches) {
+    std::vector<int64_t> lengths;  // 100 pairs of lengths 1..~4000, in no order
+    for (int64_t i = 0; i < 100; ++i) lengths.push_back(1 + (i * 1237) % 4001);
+    const int batch = 2;
+    const size_t run = 16 * batch;
+    std::mt19937_64 rng_a(5), rng_b(5);
+    const std::vector<size_t> shuffled = kz::sft_epoch_order(lengths, batch, false, rng_a);
+    const std::vector<size_t> grouped = kz::sft_epoch_order(lengths, batch, true, rng_b);
+    EXPECT_EQ(rng_a(), rng_b());  // the same draws: grouping does not change later epochs' shuffles
+    ASSERT_EQ(grouped.size(), lengths.size());
+    EXPECT_EQ(std::set<size_t>(grouped.begin(), grouped.end()).size(), lengths.size());  // a permutation
+    auto padded = [&](const std::vector<size_t>& order) {
+        int64_t tokens = 0;
+        for (size_t b = 0; b < order.size(); b += batch)
+            tokens += batch * std::max(lengths[order[b]], lengths[order[std::min(order.size() - 1, b + 1)]]);
+        return tokens;
+    };
+    for (size_t b = 0; b < lengths.size(); b += run) {
+        const size_t e = std::min(lengths.size(), b + run);
+        EXPECT_EQ(std::multiset<size_t>(grouped.begin() + b, grouped.begin() + e),
+                  std::multiset<size_t>(shuffled.begin() + b, shuffled.begin() + e))
+            << "run at " << b;
+        for (size_t i = b + 1; i < e; ++i) EXPECT_GE(lengths[grouped[i - 1]], lengths[grouped[i]]);
+    }
+    const int64_t tokens = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+    EXPECT_GT(padded(shuffled), tokens * 6 / 5);  // random pairs of lengths 1..4000 pad to ~1.33x
+    EXPECT_LT(padded(grouped), tokens * 21 / 20);
+    EXPECT_NE(grouped, shuffled);
 }
 
 // An SFT run stopped part-way and resumed from its checkpoints ends with the weights, counters and
