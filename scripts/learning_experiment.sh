@@ -31,7 +31,8 @@ stage=${1:?usage: $0 corpus | sft | sampled | arm B|C|D SEED | table}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
-    tar xJf "$KZ_LEARN_TEACH_ARCHIVE" -C "$DIR"
+    # Python's tarfile where tar has no xz at hand.
+    tar xJf "$KZ_LEARN_TEACH_ARCHIVE" -C "$DIR" 2>/dev/null || python3 -m tarfile -e "$KZ_LEARN_TEACH_ARCHIVE" "$DIR"
     [[ -d $DIR/teach ]] || { echo "$KZ_LEARN_TEACH_ARCHIVE holds no teach/ directory" >&2; exit 2; }
   fi
   "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
