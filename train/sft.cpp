@@ -220,10 +220,7 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             const size_t b = at.next;
             const size_t n = std::min(order.size() - b, static_cast<size_t>(s.batch_size));
             int64_t T = 0;
-            for (size_t k = 0; k < n; ++k) {
-                const SftPair& p = pairs[order[b + k]];
-                T = std::max<int64_t>(T, static_cast<int64_t>(p.prompt.size() + p.completion.size()));
-            }
+            for (size_t k = 0; k < n; ++k) T = std::max(T, lengths[order[b + k]]);
             const auto B = static_cast<int64_t>(n);
             auto ids = torch::zeros({B, T}, torch::kInt64);        // (B, T)
             auto valid = torch::zeros({B, T}, torch::kBool);       // (B, T)

@@ -104,8 +104,7 @@ struct SftSpec {
     int epochs = 1;
     int batch_size = 8;
     // Batches of pairs of like length: each epoch's shuffled order is sorted by length (longest first)
-    // within runs of 16 batches, so a batch pads to little more than its own pairs (random batches of
-    // the learning corpus pad to 1.7x its tokens, grouped ones to 1.06x).
+    // within runs of 16 batches, so a batch pads to little more than its own pairs.
     bool group_by_length = false;
     int64_t max_tokens = 4096;  // longer pairs are skipped (counted)
     std::string out;            // where the adapter (or merged model) goes
