@@ -7,6 +7,8 @@
 #                                                   resumes an interrupted one); arm A (the SFT Coder on
 #                                                   the held-out tasks)
 #   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
+#   scripts/learning_experiment.sh seen             the SFT Coder, greedy, on 40 of its training tasks, and
+#                                                   where it first leaves the completion it was taught
 #   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
 #   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -14,7 +16,8 @@
 # Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (2400 teacher
 # draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda),
 # KZ_LEARN_TEACH_ARCHIVE (a packed teach run, e.g. data/learning/teach-seed1.tar.xz, that starts an
-# absent teach/: teach then verifies only the jobs it has no verdict for).
+# absent teach/: teach then verifies only the jobs it has no verdict for), KZ_LEARN_SEEN (40 training
+# tasks in the seen stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -27,7 +30,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | sampled | arm B|C|D SEED | table}
+stage=${1:?usage: $0 corpus | sft | sampled | seen | arm B|C|D SEED | table}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
@@ -70,6 +73,18 @@ sampled)
     --samples 8 --k 1,8 --temperature 1 --seed 1 --max-new-tokens 3072 --out "$DIR/arm-A-sampled" --resume \
     --no-progress --json | tail -1
   ;;
+seen)
+  # What the SFT Coder learned of what it was shown: greedy on the first 40 training tasks. High here
+  # and ~0 on the held-out tasks says it memorises without composing; low here says SFT fell short.
+  mkdir -p "$DIR/seen-tasks"
+  mapfile -t taught < <(find "$CORPUS/train_tasks" -maxdepth 1 -name 'task_*.py' | sort)
+  cp -t "$DIR/seen-tasks" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
+  "$BIN" bench --model "$DIR/sft/model" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
+    --max-new-tokens 3072 --out "$DIR/arm-A-seen" --resume --no-progress --json | tail -1
+  # Each completion against the one it was taught: where greedy decoding first leaves it.
+  python3 "$ROOT/scripts/learning/seen.py" "$DIR" > "$DIR/arm-A-seen/differences.txt"
+  head -1 "$DIR/arm-A-seen/differences.txt"
+  ;;
 arm)
   arm=${2:?arm B, C or D}
   seed=${3:?seed}
@@ -95,7 +110,7 @@ table)
   python3 "$ROOT/scripts/learning/table.py" "$DIR"
   ;;
 *)
-  echo "unknown stage $stage (corpus, sft, sampled, arm, table)" >&2
+  echo "unknown stage $stage (corpus, sft, sampled, seen, arm, table)" >&2
   exit 2
   ;;
 esac

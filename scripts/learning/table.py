@@ -1,8 +1,9 @@
 """The learning experiment's summary table (docs/LEARNING.md) from what scripts/learning_experiment.sh
 wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/metrics.json) and each RL
 arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
-its stage times). pass@1 and fast_1 are shares of the held-out tasks, with 95% Wilson intervals;
-below the table, each arm's mean and range over its seeds at the end (the seed spread).
+its stage times, the pass rate of its Coder's samples on the training pool). pass@1 and fast_1 are
+shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
+tasks, and each arm's mean and range over its seeds at the end (the seed spread).
 
 Usage: python3 table.py LEARN_DIR"""
 import json
@@ -37,11 +38,24 @@ def figures(m):
             "fast1_compile": m.get("fast_p_compile", {}).get("1"), "geomean": m.get("geomean_speedup_eager")}
 
 
-def row(arm, seed, start, end, iterations, verified, tokens, wall):
+def pool_pass_rates(its, window=5):
+    """The Coder's pass rate on its training samples (temperature 1) over the first and the last
+    `window` iterations: whether RL moves the policy on the tasks it trains on, which held-out
+    figures at 0 cannot show."""
+    rates = [[s["pass_rate"] for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s] for m in its]
+    rates = [sum(r) / len(r) for r in rates if r]
+    if not rates:
+        return "-"
+    first, last = rates[:window], rates[-window:]
+    return f"{sum(first) / len(first):.3f} -> {sum(last) / len(last):.3f}"
+
+
+def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
     g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
     return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
             f"{share(start['fast1'], start['n'])} | {share(end['fast1'], end['n'])} | "
-            f"{share(end['fast1_compile'], end['n'])} | {g} | {iterations} | {verified} | {tokens} | {wall:.0f} s |")
+            f"{share(end['fast1_compile'], end['n'])} | {g} | {pool} | {iterations} | {verified} | {tokens} | "
+            f"{wall:.0f} s |")
 
 
 def main():
@@ -51,9 +65,10 @@ def main():
         sys.exit(f"{a} is missing: run the sft stage first")
     start = figures(json.loads(a.read_text())["overall"])
     print("| arm | seed | pass@1 start | pass@1 end | fast_1 start | fast_1 end | fast_1 vs compile, end | "
-          "geomean vs eager, end | iterations | verifications | tokens sampled | wall |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(row("A", "-", start, start, 0, 0, 0, 0.0))
+          "geomean vs eager, end | training pass rate, first 5 -> last 5 iterations | iterations | verifications | "
+          "tokens sampled | wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(row("A", "-", start, start, "-", 0, 0, 0, 0.0))
     ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
@@ -64,8 +79,8 @@ def main():
             continue
         arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
-        print(row(arm, seed, start, figures(evals[-1]), len(its), sum(m.get("verified", 0) for m in its),
-                  sum(m.get("tokens_sampled", 0) for m in its), wall))
+        print(row(arm, seed, start, figures(evals[-1]), pool_pass_rates(its), len(its),
+                  sum(m.get("verified", 0) for m in its), sum(m.get("tokens_sampled", 0) for m in its), wall))
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
@@ -79,6 +94,11 @@ def main():
         k = json.loads(sampled.read_text())["overall"].get("pass_at_k", {})
         print(f"Arm A sampled (8 a task, temperature 1): pass@1 {k.get('pass@1', 0):.3f}, "
               f"pass@8 {k.get('pass@8', 0):.3f}.")
+    seen = d / "arm-A-seen" / "metrics.json"
+    if seen.exists():
+        o = json.loads(seen.read_text())["overall"]
+        print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
+              f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
     for arm, seeds in sorted(ends.items()):
         p, f = [s[0] for s in seeds], [s[1] for s in seeds]
         print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"
