@@ -33,6 +33,8 @@ def kind(line):
         return "a kernel's name or parameters"
     if "_kernel[" in s:
         return "a kernel launch"
+    if s.startswith("def _"):
+        return "a Triton helper function"
     if s.startswith("def forward"):
         return "forward's inputs"
     if s.startswith("self.") and "nn." in s:
