@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "prompts/coder_prompt.h"
 #include "train/data_parallel.h"
 #include "train/rollout_log.h"
 #include "train/seeds.h"
@@ -261,7 +262,18 @@ JudgedStep Trainer::sample_step(int64_t it, const std::string& role, const std::
             out.replayed = true;
         }
     }
-    if (out.replayed) return out;
+    if (out.replayed) {
+        // The interrupted run that sampled and verified this step recorded none of it in metrics
+        // (its iteration never finished): counted here, once, so that a resumed run's metrics and
+        // budgets hold what the run spent. The leader's share is the whole step's (ranks_.sum adds).
+        samples_ += static_cast<int64_t>(out.rollouts.size());
+        if (ranks_.leader()) {
+            tokens_ += count_tokens(out.rollouts);
+            if (judged)
+                for (const auto& r : out.rollouts) verified_ += extract_candidate(r.text).ok() ? 1 : 0;
+        }
+        return out;
+    }
 
     const auto [begin, end] = ranks_.block(prompts.size());
     JudgedStep mine;

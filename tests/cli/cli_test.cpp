@@ -644,6 +644,13 @@ TEST_F(TrainTest, KilledMidStageResumesWithNoLostOrDuplicatedRecord) {
         EXPECT_EQ(got[key]["reward"], rec["reward"]) << key;
     }
     EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    // What the killed runs spent is in the resumed run's metrics as in the reference's: a step read
+    // back from its records counts its samples, tokens and verifications once.
+    auto want_m = results(ref + "/metrics.jsonl"), got_m = results(out + "/metrics.jsonl");
+    ASSERT_EQ(got_m.size(), want_m.size());
+    for (size_t i = 0; i < want_m.size(); ++i)
+        for (const char* k : {"samples", "tokens_sampled", "verified"})
+            EXPECT_EQ(got_m[i][k], want_m[i][k]) << "iteration " << i + 1 << ": " << k;
     // Both runs end with the same policies.
     for (const char* f : {"coder/adapter/adapter_model.safetensors", "proposer/adapter/adapter_model.safetensors"})
         EXPECT_EQ(kz::read_file(out + "/checkpoints/iter-000002/" + f),
