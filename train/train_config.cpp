@@ -349,6 +349,12 @@ void TrainConfig::validate() const {
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(std::string("coder_phase: ") + e.what());
     }
+    // The reference policy is the Coder with its adapters off (rl/policy_loss.h): a full fine-tune
+    // keeps no copy of its starting weights, so its KL would compare the policy with itself.
+    if (coder_phase.loss.kl_beta > 0 && coder.full_finetune)
+        bad("coder_phase.kl_beta",
+            "needs a LoRA Coder (coder.full_finetune = false): the KL's reference is the "
+            "base model with the adapters off");
     check_section("eval", eval, eval_fields);
     check_section("verifier", verifier, verifier_fields);
     check_section("sft", sft, sft_fields);

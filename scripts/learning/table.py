@@ -50,6 +50,16 @@ def pool_pass_rates(its, window=5):
     return f"{sum(first) / len(first):.3f} -> {sum(last) / len(last):.3f}"
 
 
+def syntax_failures(eval_dir):
+    """How many of an evaluation's completions are not valid Python (the verifier's syntax check):
+    the first sign of a policy drifting off what SFT taught it."""
+    verdicts = eval_dir / "verdicts.jsonl"
+    if not verdicts.exists():
+        return "?"
+    return sum(json.loads(line).get("checks", {}).get("syntax") == "fail"
+               for line in verdicts.read_text().splitlines() if line.strip())
+
+
 def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
     g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
     return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
@@ -84,6 +94,15 @@ def main():
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
+        invalid = ", ".join(f"{m['iteration']}: {syntax_failures(run / 'eval' / ('iter-%06d' % m['iteration']))}"
+                            for m in its if "eval" in m)
+        # The trainer computes the KL only where it weighs it (coder_phase.kl_beta > 0).
+        config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
+        weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
+        kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
+        print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
+              f"{syntax_failures(d / 'arm-A')}) by iteration: {invalid}; KL to the SFT Coder, last step: "
+              f"{f'{kl[-1]:.4f}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.

@@ -743,6 +743,12 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
         run({"train", "--config", write("e.toml", "[coder]\ntokenizer = \"x\"\nlora_compute = \"bf16\"\n")}, dir);
     EXPECT_EQ(compute.code, 2);
     EXPECT_NE(compute.err.find("'coder.lora_compute' must be adapter or base"), std::string::npos) << compute.err;
+    auto kl =
+        run({"train", "--config",
+             write("f.toml", "[coder]\ntokenizer = \"x\"\nfull_finetune = true\n[coder_phase]\nkl_beta = 0.04\n")},
+            dir);
+    EXPECT_EQ(kl.code, 2);
+    EXPECT_NE(kl.err.find("'coder_phase.kl_beta' needs a LoRA Coder"), std::string::npos) << kl.err;
     // A launcher's environment with more ranks on this host than in the world: named, before any
     // rank connects.
     setenv("WORLD_SIZE", "2", 1);

@@ -79,19 +79,30 @@ double completion_logprob(Fixture& f, const kz::Rollout& r) {
     return s;
 }
 
+// An optimizer over the fixture's adapters whose single steps measurably move them.
+kz::PolicyOptimizer updating_optimizer(Fixture& f) {
+    kz::OptimConfig oc;
+    oc.lr = 1e-3;
+    return kz::PolicyOptimizer(kz::lora_parameters(f.model), oc);
+}
+
+// Groups of 8 two-token completions, all in the loss.
+kz::CoderStepConfig two_token_groups() {
+    kz::CoderStepConfig cfg;
+    cfg.group_size = 8;
+    cfg.max_new_tokens = 2;
+    cfg.mask_overlong = false;
+    return cfg;
+}
+
 TEST(CoderStep, TheUpdateRaisesRewardedAndLowersPenalisedCompletions) {
     // The surrogate's first-order effect: sum_i A_i log p(completion_i) goes up after the step (a
     // flipped sign or a wrong mask would make it go down), and most rewarded completions gain
     // probability while most penalised ones lose it.
     Fixture f;
-    kz::OptimConfig oc;
-    oc.lr = 1e-3;
-    kz::PolicyOptimizer opt(kz::lora_parameters(f.model), oc);
+    kz::PolicyOptimizer opt = updating_optimizer(f);
     kz::CoderRewards rewards({});
-    kz::CoderStepConfig cfg;
-    cfg.group_size = 8;
-    cfg.max_new_tokens = 2;
-    cfg.mask_overlong = false;
+    kz::CoderStepConfig cfg = two_token_groups();
     std::vector<kz::Rollout> rollouts;
     // A first step moves LoRA's B off zero, so that the second step's gradient reaches A too.
     kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg, &rollouts);
@@ -124,6 +135,25 @@ TEST(CoderStep, TheUpdateRaisesRewardedAndLowersPenalisedCompletions) {
     ASSERT_GT(neg, 0);
     EXPECT_GT(up, pos / 2) << up << " of " << pos << " rewarded completions gained probability";
     EXPECT_GT(down, neg / 2) << down << " of " << neg << " penalised completions lost probability";
+}
+
+TEST(CoderStep, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
+    // LoRA's B starts at zero, so the first step's policy is its reference (KL 0); once the update
+    // moves B, the next step's policy and reference differ. A reference that followed the policy
+    // (a full fine-tune's) would read 0 on both.
+    Fixture f;
+    kz::PolicyOptimizer opt = updating_optimizer(f);
+    kz::CoderRewards rewards({});
+    kz::CoderStepConfig cfg = two_token_groups();
+    cfg.loss.kl_beta = 0.1;
+    auto first = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
+    ASSERT_TRUE(first.updated);
+    EXPECT_NEAR(first.kl, 0.0, 1e-7);
+    cfg.seed = 1;
+    auto second = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
+    ASSERT_TRUE(second.updated);
+    EXPECT_GT(second.kl, 1e-7);
+    EXPECT_TRUE(f.model.lora_enabled);  // the reference pass restores the adapters
 }
 
 }  // namespace
