@@ -80,6 +80,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(row("A", "-", start, start, "-", 0, 0, 0, 0.0))
     ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
+    start_invalid = syntax_failures(d / "arm-A")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
@@ -101,7 +102,7 @@ def main():
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
-              f"{syntax_failures(d / 'arm-A')}) by iteration: {invalid}; KL to the SFT Coder, last step: "
+              f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.4f}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
