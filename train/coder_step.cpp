@@ -1,6 +1,8 @@
 #include "train/coder_step.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <stdexcept>
 
 #include "train/data_parallel.h"
@@ -114,24 +116,41 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
                    const std::vector<Rollout>& rollouts, const CoderStepConfig& cfg, CoderStepStats& st,
                    Collective* dp) {
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<const Rollout*> train_rows;
+    std::map<size_t, std::vector<const Rollout*>> groups;  // the loss's rows by task
     for (const auto& r : rollouts)
-        if (r.in_loss) train_rows.push_back(&r);
-    std::vector<Packed> mbs;
-    for (size_t i = 0; i < train_rows.size(); i += static_cast<size_t>(cfg.micro_batch))
-        mbs.push_back(pack({train_rows.begin() + static_cast<std::ptrdiff_t>(i),
-                            train_rows.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                     train_rows.size(), i + static_cast<size_t>(cfg.micro_batch)))},
-                           prompts, policy.device()));
+        if (r.in_loss) groups[r.task].push_back(&r);
+    // Mini-batch m takes groups [m n / M, (m + 1) n / M): whole groups, as even as they allow (a
+    // rank with fewer groups than M has empty ones and still joins every update).
+    const auto M = static_cast<size_t>(std::max(1, cfg.mini_batches));
+    std::vector<Packed> mbs;                // micro-batches, mini-batch by mini-batch
+    std::vector<size_t> mini_first(M + 1);  // mini-batch m is mbs[mini_first[m], mini_first[m + 1])
+    {
+        std::vector<std::vector<const Rollout*>> ordered;
+        for (auto& [task, rows] : groups) ordered.push_back(std::move(rows));
+        const size_t n = ordered.size();
+        for (size_t m = 0; m < M; ++m) {
+            mini_first[m] = mbs.size();
+            std::vector<const Rollout*> rows;
+            for (size_t g = m * n / M; g < (m + 1) * n / M; ++g)
+                rows.insert(rows.end(), ordered[g].begin(), ordered[g].end());
+            for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(cfg.micro_batch)) {
+                const size_t e = std::min(rows.size(), i + static_cast<size_t>(cfg.micro_batch));
+                mbs.push_back(
+                    pack({rows.begin() + static_cast<std::ptrdiff_t>(i), rows.begin() + static_cast<std::ptrdiff_t>(e)},
+                         prompts, policy.device()));
+            }
+        }
+        mini_first[M] = mbs.size();
+    }
+    // The old (and reference) log-probs of every row, before the first update: later mini-batches'
+    // ratios then measure how far the earlier updates moved the policy, and the clip bounds it.
     std::vector<torch::Tensor> old_lp, ref_lp;
     std::vector<double> tokens;  // counted tokens per micro-batch
-    double total_tokens = 0;
     {
         torch::NoGradGuard no_grad;
         for (auto& mb : mbs) {
             old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
             tokens.push_back(mb.mask.sum().item<double>());
-            total_tokens += tokens.back();
             if (cfg.loss.kl_beta > 0) {
                 const bool was = policy.lora_enabled;
                 policy.lora_enabled = false;
@@ -140,24 +159,38 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             }
         }
     }
-    // Token-level normalisation over the whole batch: every rank's tokens.
-    const double batch_tokens = dp ? dp->sum(total_tokens) : total_tokens;
+    // Token-level normalisation over each mini-batch: every rank's tokens. Every rank computes the
+    // same sums in the same order, so all take the same updates.
+    std::vector<double> mini_tokens(M, 0.0);
+    for (size_t m = 0; m < M; ++m) {
+        for (size_t i = mini_first[m]; i < mini_first[m + 1]; ++i) mini_tokens[m] += tokens[i];
+        if (dp) mini_tokens[m] = dp->sum(mini_tokens[m]);
+    }
+    double batch_tokens = 0;
+    for (double t : mini_tokens) batch_tokens += t;
     if (batch_tokens > 0) {
-        st.loss = st.policy = st.kl = st.clip_fraction = 0;
-        for (size_t i = 0; i < mbs.size(); ++i) {
-            const double share = tokens[i] / batch_tokens;
-            PolicyLossStats ls;
-            LossFn fn = [&](const torch::Tensor& logp, const TrainBatch&) {
-                return policy_loss(logp, old_lp[i], ref_lp.empty() ? torch::Tensor() : ref_lp[i], mbs[i].advantages,
-                                   mbs[i].mask, cfg.loss, &ls) *
-                       share;
-            };
-            accumulate(policy, mbs[i].batch, fn, 1, cfg.logprob_chunk);
-            st.loss += ls.loss * share;
-            st.policy += ls.policy * share;
-            st.kl += ls.kl * share;
-            st.clip_fraction += ls.clip_fraction * share;
+        st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = 0;
+        for (size_t m = 0; m < M; ++m) {
+            if (mini_tokens[m] <= 0) continue;
+            for (size_t i = mini_first[m]; i < mini_first[m + 1]; ++i) {
+                const double share = tokens[i] / mini_tokens[m], weight = tokens[i] / batch_tokens;
+                PolicyLossStats ls;
+                LossFn fn = [&](const torch::Tensor& logp, const TrainBatch&) {
+                    return policy_loss(logp, old_lp[i], ref_lp.empty() ? torch::Tensor() : ref_lp[i], mbs[i].advantages,
+                                       mbs[i].mask, cfg.loss, &ls) *
+                           share;
+                };
+                accumulate(policy, mbs[i].batch, fn, 1, cfg.logprob_chunk);
+                st.loss += ls.loss * weight;
+                st.policy += ls.policy * weight;
+                st.kl += ls.kl * weight;
+                st.clip_fraction += ls.clip_fraction * weight;
+            }
+            if (dp) all_reduce_gradients(*dp, optimizer.params());
+            st.grad_norm += optimizer.step();
+            ++st.updates;
         }
+        st.grad_norm /= static_cast<double>(st.updates);
         if (dp) {
             std::vector<torch::Tensor> s = {
                 torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction}, torch::kFloat64).to(dp->device())};
@@ -165,10 +198,8 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             auto v = s[0].cpu();
             st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),
             st.clip_fraction = v[3].item<double>();
-            all_reduce_gradients(*dp, optimizer.params());
         }
         st.loss_tokens = static_cast<int64_t>(batch_tokens);
-        st.grad_norm = optimizer.step();
         st.updated = true;
     }
     st.update_s += seconds_since(t0);

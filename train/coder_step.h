@@ -33,6 +33,10 @@ struct CoderStepConfig {
     PolicyLossConfig loss;
     bool mask_overlong = true;  // completions cut at max_new_tokens are left out of the loss
     int64_t micro_batch = 8;    // rows per forward / backward
+    // Optimizer updates per step: the groups in the loss split into this many mini-batches of whole
+    // groups, one AdamW step each (PPO's mini-batches; verl's ppo_mini_batch_size). The old
+    // log-probs are taken once, before the first, so the clipped ratio bounds the later ones.
+    int mini_batches = 1;
     int64_t logprob_chunk = 1024;
 };
 
@@ -52,6 +56,7 @@ struct Rollout {
 struct CoderStepStats {
     int64_t completions = 0, correct = 0, groups = 0, zero_signal_groups = 0, gate_open_groups = 0;
     int64_t loss_tokens = 0;
+    int64_t updates = 0;  // optimizer steps taken (mini-batches with a row in the loss)
     double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
     double generate_s = 0, judge_s = 0, update_s = 0;
     bool updated = false;  // false when no completion carried a signal (no optimizer step taken)
@@ -73,7 +78,9 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
                     CoderStepStats& stats);
 
 // The clipped-surrogate update over the rollouts with in_loss set (advantages given), token-normalised
-// across micro-batches; one optimizer step. No rollout in the loss: no step (stats.updated false).
+// within each of cfg.mini_batches mini-batches; one optimizer step per mini-batch with a row in it
+// (stats.updates; grad_norm their mean; loss, kl and clip_fraction over the whole batch's tokens).
+// No rollout in the loss: no step (stats.updated false).
 // With `dp` (data parallelism, train/data_parallel.h), each rank passes its own share of the batch:
 // tokens are normalised over every rank's, gradients summed across ranks before the (identical) step,
 // and the loss statistics are the batch's. Every rank must call it, with rows or without.

@@ -32,6 +32,7 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
         for (const auto& t : tasks) prompts.push_back(coder_->encode_chat(prompt_.messages(t.source)));
         CoderStepConfig c = coder_cfg(cc.group_size, cc.max_new_tokens, cc.temperature, cc.top_p,
                                       derive_seed(cfg_.seed, it, kCoderStage, 1000 + static_cast<uint64_t>(s)));
+        c.mini_batches = cc.mini_batches;
         CoderStepStats st;
         // Samples are numbered across the iteration's steps, so a task drawn in two steps keeps
         // distinct record keys.
@@ -74,6 +75,7 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
                          {"grad_norm", st.grad_norm},
                          {"loss_tokens", st.loss_tokens},
                          {"updated", st.updated},
+                         {"updates", st.updates},
                          {"replayed", j.replayed},
                          {"generate_s", st.generate_s},
                          {"update_s", st.update_s}});

@@ -179,6 +179,7 @@ const auto coder_phase_fields = [](auto& p, auto& v) {
     v("top_p", p.top_p);
     v("replay", p.replay, AtLeast{0});
     v("micro_batch", p.micro_batch, AtLeast{1});
+    v("mini_batches", p.mini_batches, AtLeast{1});
     v("reward", p.reward.reward);
     v("gate", p.reward.gate);
     v("advantage", p.reward.advantage);

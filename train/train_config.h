@@ -68,6 +68,7 @@ struct CoderPhase {
     double temperature = 1.0, top_p = 1.0;
     int replay = 2;  // older stored tasks mixed into each iteration's pool
     int64_t micro_batch = 8;
+    int mini_batches = 1;   // optimizer updates per step, over whole groups (CoderStepConfig)
     RewardConfig reward;    // keys reward, gate, advantage, lambda, tau, s_max, ema_decay
     PolicyLossConfig loss;  // keys eps_low, eps_high, kl_beta
     bool mask_overlong = true;

@@ -103,7 +103,7 @@ def main():
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
-              f"{f'{kl[-1]:.4f}' if kl else 'not computed'} -->")
+              f"{f'{kl[-1]:.2e}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.

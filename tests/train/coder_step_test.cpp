@@ -156,4 +156,35 @@ TEST(CoderStep, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
     EXPECT_TRUE(f.model.lora_enabled);  // the reference pass restores the adapters
 }
 
+TEST(CoderStep, MiniBatchesAreUpdatesOverWholeGroupsFromOneSetOfOldLogprobs) {
+    // Two groups with signal, two mini-batches: two AdamW steps. The old log-probs are taken once,
+    // before the first, so after a large first step the second group's ratios leave the clip range
+    // (a step that re-took them per mini-batch would read a ratio of 1 and clip nothing).
+    Fixture f;
+    kz::OptimConfig oc;
+    oc.lr = 0.05;
+    kz::PolicyOptimizer opt(kz::lora_parameters(f.model), oc);
+    kz::CoderRewards rewards({});
+    kz::CoderStepConfig cfg = two_token_groups();
+    cfg.mini_batches = 2;
+    auto st = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
+    ASSERT_EQ(st.groups - st.zero_signal_groups, 2);
+    EXPECT_EQ(st.updates, 2);
+    EXPECT_EQ(opt.steps(), 2);
+    EXPECT_GT(st.clip_fraction, 0.0);
+    // One mini-batch: one step, and its ratio is 1 throughout.
+    cfg.mini_batches = 1;
+    cfg.seed = 1;
+    st = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
+    ASSERT_EQ(st.groups - st.zero_signal_groups, 2);
+    EXPECT_EQ(st.updates, 1);
+    EXPECT_EQ(opt.steps(), 3);
+    EXPECT_NEAR(st.clip_fraction, 0.0, 1e-9);
+    // More mini-batches than groups: the empty ones take no step.
+    cfg.mini_batches = 5;
+    cfg.seed = 2;
+    st = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
+    EXPECT_EQ(st.updates, st.groups - st.zero_signal_groups);
+}
+
 }  // namespace

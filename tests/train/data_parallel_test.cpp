@@ -63,6 +63,9 @@ struct Setup {
         for (int i = rank; i < kRows; i += world) mine.push_back(rows[static_cast<size_t>(i)]);
         kz::CoderStepConfig cfg;
         cfg.micro_batch = 3;
+        // Two updates per step: rank r holds rows r, r + world, ..., so each rank's m-th half of its
+        // groups together are the single process's m-th half.
+        cfg.mini_batches = 2;
         for (int s = 0; s < kSteps; ++s) {
             kz::CoderStepStats st;
             kz::update_policy(model, opt, prompts, mine, cfg, st, dp);
