@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,17 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw std::runtime_error("cannot open " + tmp_ + " for writing: " + strerror(errno));
 }
+
+FileLock::FileLock(const std::string& path, const std::string& what) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path + ": " + strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        throw std::runtime_error(what + " (" + path + " is held)");
+    }
+}
+
+FileLock::~FileLock() { ::close(fd_); }
 
 AtomicFileWriter::~AtomicFileWriter() {
     if (fd_ >= 0) {

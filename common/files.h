@@ -27,6 +27,21 @@ private:
     int fd_ = -1;
 };
 
+// An exclusive advisory lock (flock) on the file `path`, created if absent, held for the object's
+// life and released by the kernel when the process dies (a crash leaves no stale lock). Only one
+// holder at a time, in any process: a second is refused at once with std::runtime_error naming
+// `what` (e.g. "runs/x is in use by another trainer") and the lock file.
+class FileLock {
+public:
+    FileLock(const std::string& path, const std::string& what);
+    ~FileLock();
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
 // Reads a whole file; throws std::runtime_error("cannot read PATH: REASON").
 std::string read_file(const std::string& path);
 // Writes `data` to `path` atomically (temporary file in the same directory, fsync, rename).

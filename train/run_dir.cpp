@@ -1,9 +1,6 @@
 #include "train/run_dir.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,12 +52,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
                                  " already holds a run (run.json): pass --resume to continue it, or another --out");
     if (!exists && resume) throw std::runtime_error(path + " holds no run to resume (no run.json)");
     fs::create_directories(path_);
-    lock_fd_ = ::open(file("run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd_ < 0) throw std::runtime_error("cannot open " + file("run.lock"));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-        ::close(lock_fd_);
-        throw std::runtime_error(path + " is in use by another trainer (run.lock is held)");
-    }
+    lock_.emplace(file("run.lock"), path + " is in use by another trainer");
     if (exists) {
         json run = json::parse(read_file(file("run.json")));
         json recorded = run.value("config", json::object()), now = config;
@@ -73,7 +65,6 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
             std::string diff;
             for (auto& [k, v] : now.items())
                 if (!recorded.contains(k) || recorded[k] != v) diff += (diff.empty() ? "" : ", ") + k;
-            ::close(lock_fd_);
             throw std::runtime_error(path + " was started with another configuration (differs in: " + diff + ")");
         }
         run_id_ = run.value("run_id", std::string());
@@ -85,7 +76,6 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
     if (sqlite3_open(db_path.c_str(), &db_) != SQLITE_OK) {
         std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
         sqlite3_close(db_);
-        ::close(lock_fd_);
         throw std::runtime_error("cannot open " + db_path + ": " + msg);
     }
     exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
@@ -97,10 +87,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
     checkpoints_.emplace(path_ + "/checkpoints", "iter-");
 }
 
-RunDir::~RunDir() {
-    sqlite3_close(db_);
-    if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+RunDir::~RunDir() { sqlite3_close(db_); }
 
 std::string RunDir::checkpoint_path(const std::string& run_path, int64_t it) {
     return CheckpointSeries::path(run_path + "/checkpoints", "iter-", it);

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "train/checkpoint_series.h"
 
 struct sqlite3;
@@ -67,7 +68,7 @@ public:
 private:
     std::string path_, run_id_;
     std::optional<CheckpointSeries> checkpoints_;  // opened once the lock is held
-    int lock_fd_ = -1;
+    std::optional<FileLock> lock_;
     sqlite3* db_ = nullptr;
 };
 

@@ -265,6 +265,7 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool re
         throw std::runtime_error("sft.data (a JSONL file of prompt/completion pairs) or sft.tasks is not set");
     if (s.out.empty()) throw std::runtime_error("sft.out is not set (where the adapter goes)");
     fs::create_directories(s.out);
+    const FileLock lock(s.out + "/sft.lock", s.out + " is in use by another SFT run");
     const std::string checkpoints = s.out + "/checkpoints";
     const bool interrupted = fs::is_directory(checkpoints) && CheckpointSeries(checkpoints, "step-").latest();
     if (interrupted && !resume)

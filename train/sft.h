@@ -71,9 +71,10 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
 // and the result written to sft.out (full fine-tuning: sft.out/model, renamed into place complete;
 // LoRA: sft.out/adapter) once every epoch is done; then the checkpoints go. A stopped run writes no
 // result: `resume` continues it. sft.out/sft.json records what a resume must match (seed, backend,
-// [coder], [sft] but its out, and a digest of the tokenised pairs). Throws std::runtime_error naming
-// the cause: a malformed pair, a missing sft.data / sft.tasks / sft.out, an interrupted run without
-// `resume`, `resume` with nothing to resume, a resume with another configuration or other pairs.
+// [coder], [sft] but its out, and a digest of the tokenised pairs); sft.out/sft.lock is held while it
+// runs. Throws std::runtime_error naming the cause: a malformed pair, a missing sft.data / sft.tasks /
+// sft.out, sft.out in use by another run, an interrupted run without `resume`, `resume` with nothing
+// to resume, a resume with another configuration or other pairs.
 SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool resume = false);
 
 }  // namespace kz

@@ -562,6 +562,14 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     auto twice = run({"train", "--preset", "tiny-cpu", "--out", out}, dir);
     EXPECT_EQ(twice.code, 2);
     EXPECT_NE(twice.err.find("--resume"), std::string::npos) << twice.err;
+    {
+        // A directory another trainer holds is refused, and what it holds is left as it was.
+        const kz::FileLock held(out + "/run.lock", "the test");
+        auto busy = run({"train", "--preset", "tiny-cpu", "--out", out, "--resume", "--iterations", "3"}, dir);
+        EXPECT_EQ(busy.code, 2);
+        EXPECT_NE(busy.err.find("in use by another trainer"), std::string::npos) << busy.err;
+        EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    }
 
     auto rep = run({"report", out}, dir);
     ASSERT_EQ(rep.code, 0) << rep.err;
@@ -810,6 +818,13 @@ TEST_F(TrainTest, SftLowersTheCompletionLossAndWritesAnAdapter) {
     auto other = run({"sft", "--config", dir + "/sft.toml", "--resume", "--epochs", "16"}, dir);
     EXPECT_EQ(other.code, 2);
     EXPECT_NE(other.err.find("differs in: sft"), std::string::npos) << other.err;
+    {
+        // A directory another SFT run holds is refused, whatever it holds.
+        const kz::FileLock held(dir + "/sft-out/sft.lock", "the test");
+        auto busy = run({"sft", "--config", dir + "/sft.toml", "--resume"}, dir);
+        EXPECT_EQ(busy.code, 2);
+        EXPECT_NE(busy.err.find("in use by another SFT run"), std::string::npos) << busy.err;
+    }
     fs::remove_all(dir + "/sft-out/checkpoints");
 
     // Pairs from a task directory and a candidate directory (a task without a candidate is no pair),

@@ -22,6 +22,24 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
     fs::remove_all(d);
 }
 
+TEST(Files, OneFileLockHolderAtATime) {
+    auto d = tmpdir();
+    const std::string p = d + "/x.lock";
+    {
+        kz::FileLock first(p, "x is busy");
+        try {
+            kz::FileLock second(p, "x is busy");
+            FAIL() << "a second holder took the lock";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find("x is busy"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+        }
+    }
+    kz::FileLock after(p, "x is busy");  // released with its holder
+    EXPECT_THROW(kz::FileLock(d + "/missing/x.lock", "y"), std::runtime_error);
+    fs::remove_all(d);
+}
+
 TEST(Files, ReadMissingNamesTheFile) {
     try {
         kz::read_file("/nonexistent/kz.txt");
