@@ -3,9 +3,11 @@
 # GPU command of <= 9 minutes:
 #   scripts/learning_experiment.sh corpus           the teacher's verified kernels (a re-run finishes an
 #                                                   interrupted one), the corpus, the training pool
-#   scripts/learning_experiment.sh sft              the Coder and the Proposer from scratch (a re-run
-#                                                   resumes an interrupted one); arm A (the SFT Coder on
-#                                                   the held-out tasks)
+#   scripts/learning_experiment.sh sft              the Coder from scratch (a re-run resumes an
+#                                                   interrupted one); arm A (the SFT Coder on the
+#                                                   held-out tasks)
+#   scripts/learning_experiment.sh proposer         the Proposer from scratch (resumes likewise): only
+#                                                   arm D loads it
 #   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
 #   scripts/learning_experiment.sh seen             the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught
@@ -30,7 +32,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | sampled | seen | arm B|C|D SEED | table}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen | arm B|C|D SEED | table}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
@@ -52,19 +54,21 @@ corpus)
     echo "$digest" > "$DIR/pool.corpus"
   fi
   ;;
-sft)
-  # A model directory is renamed into place once its run is done; an interrupted run resumes.
-  for role in coder proposer; do
-    out=$DIR/sft data=$CORPUS/train.jsonl
-    [[ $role == proposer ]] && out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl
-    [[ -d $out/model ]] && continue
+sft | proposer)
+  # A model directory is renamed into place once its run is done; an interrupted run resumes. Only arm
+  # D loads the Proposer: a session of B and C arms skips its SFT.
+  role=coder out=$DIR/sft data=$CORPUS/train.jsonl
+  [[ $stage == proposer ]] && role=proposer out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl
+  if [[ ! -d $out/model ]]; then
     resume=()
     [[ -n $(find "$out/checkpoints" -maxdepth 1 -name 'step-*' ! -name '*.tmp' 2>/dev/null) ]] && resume=(--resume)
     "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" --out "$out" --device "$DEV" "${resume[@]}"
-  done
-  # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
-  "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
-    --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
+  fi
+  if [[ $stage == sft ]]; then
+    # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
+    "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
+      --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
+  fi
   ;;
 sampled)
   # How far the SFT Coder reaches when sampled: 8 completions a held-out task at temperature 1 (pass@1
@@ -91,7 +95,10 @@ arm)
   case $arm in
   B) reward=grpo propose=false ;;
   C) reward=ca_grpo propose=false ;;
-  D) reward=ca_grpo propose=true ;;
+  D)
+    reward=ca_grpo propose=true
+    [[ -d $DIR/proposer_sft/model ]] || { echo "arm D needs the SFT Proposer: run the proposer stage first" >&2; exit 2; }
+    ;;
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   run=$DIR/arm-$arm-seed$seed

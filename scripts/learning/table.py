@@ -3,7 +3,9 @@ wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/met
 arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
 its stage times, the pass rate of its Coder's samples on the training pool). pass@1 and fast_1 are
 shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
-tasks, and each arm's mean and range over its seeds at the end (the seed spread).
+tasks, each arm's last evaluation against A task by task (exact McNemar), C against B on the same
+training draws at each seed both ran, and each arm's mean and range over its seeds at the end (the
+seed spread).
 
 Usage: python3 table.py LEARN_DIR"""
 import json
@@ -60,6 +62,63 @@ def syntax_failures(eval_dir):
                for line in verdicts.read_text().splitlines() if line.strip())
 
 
+def outcomes(eval_dir):
+    """Per held-out task: (correct, fast), fast being correct and faster than eager; None when the
+    evaluation kept no verdicts."""
+    verdicts = eval_dir / "verdicts.jsonl"
+    if not verdicts.exists():
+        return None
+    out = {}
+    for line in verdicts.read_text().splitlines():
+        if line.strip():
+            v = json.loads(line)
+            fast = bool(v.get("correct")) and (v.get("speedup_eager") or 0) > 1
+            out[v["id"].split("#")[0]] = (bool(v.get("correct")), fast)
+    return out
+
+
+def mcnemar(gained, lost):
+    """Two-sided exact McNemar p: the discordant tasks' split against a fair coin."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def against_a(name, iteration, end, start):
+    """An arm's last evaluation against arm A on the same held-out tasks, paired: the tasks each got
+    that the other did not. Far more sensitive than the two intervals of the table's row."""
+    if end is None or start is None:
+        return None
+    parts = []
+    for k, what in ((0, "pass"), (1, "fast_1")):
+        gained = sum(end[t][k] and not start[t][k] for t in end if t in start)
+        lost = sum(start[t][k] and not end[t][k] for t in end if t in start)
+        parts.append(f"{what} +{gained} -{lost} (exact McNemar p = {mcnemar(gained, lost):.2f})")
+    return f"{name} at iteration {iteration} against A, task by task: " + "; ".join(parts) + "."
+
+
+def correct_by_iteration(its):
+    """Correct Coder samples per iteration, of the tasks its replay drew."""
+    return {m["iteration"]: sum(s.get("correct", 0) for s in m.get("coder", {}).get("steps", [])) for m in its}
+
+
+def paired(seed, c, b):
+    """C against B at one seed: both draw their tasks uniformly from the pool with the same seeded
+    replay, so iteration i of each samples the same tasks (and, from the same start, the same tokens
+    until their policies part): the per-iteration difference of correct samples is the sharpest
+    comparison the runs hold. D proposes its own tasks and has no such pairing."""
+    common = sorted(set(c) & set(b))
+    if not common:
+        return None
+    d = [c[i] - b[i] for i in common]
+    ahead, behind = sum(x > 0 for x in d), sum(x < 0 for x in d)
+    return (f"Seed {seed}, C against B on the same draws (iterations {common[0]}-{common[-1]}): correct samples "
+            f"{sum(c[i] for i in common)} against {sum(b[i] for i in common)} (C - B = {sum(d):+d}); C ahead in "
+            f"{ahead} iterations, behind in {behind}, equal in {len(d) - ahead - behind}.")
+
+
 def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
     g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
     return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
@@ -80,11 +139,15 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(row("A", "-", start, start, "-", 0, 0, 0, 0.0))
     ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
+    correct = {}  # (arm, seed) -> {iteration: correct samples}
+    start_outcomes = outcomes(d / "arm-A")
+    pairs = []  # each arm's last evaluation against A
     start_invalid = syntax_failures(d / "arm-A")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
         its = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        correct[(run.name.split("-")[1], run.name.split("seed")[1])] = correct_by_iteration(its)
         evals = [m["eval"] for m in its if "eval" in m]
         if not evals:
             continue
@@ -105,6 +168,8 @@ def main():
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
+        last = [m["iteration"] for m in its if "eval" in m][-1]
+        pairs.append(against_a(run.name, last, outcomes(run / "eval" / ("iter-%06d" % last)), start_outcomes))
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
@@ -119,6 +184,14 @@ def main():
         o = json.loads(seen.read_text())["overall"]
         print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
               f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
+    for line in pairs:
+        if line:
+            print(line)
+    for (arm, seed), c in sorted(correct.items()):
+        if arm == "C" and ("B", seed) in correct:
+            line = paired(seed, c, correct[("B", seed)])
+            if line:
+                print(line)
     for arm, seeds in sorted(ends.items()):
         p, f = [s[0] for s in seeds], [s[1] for s in seeds]
         print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"
