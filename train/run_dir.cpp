@@ -78,13 +78,20 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
         sqlite3_close(db_);
         throw std::runtime_error("cannot open " + db_path + ": " + msg);
     }
-    exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
-    exec(db_,
-         "CREATE TABLE IF NOT EXISTS metrics (iteration INTEGER PRIMARY KEY, value TEXT NOT NULL);"
-         "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
-         " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
-         db_path);
-    checkpoints_.emplace(path_ + "/checkpoints", "iter-");
+    try {
+        exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
+        exec(db_,
+             "CREATE TABLE IF NOT EXISTS metrics (iteration INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+             "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
+             " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
+             db_path);
+        checkpoints_.emplace(path_ + "/checkpoints", "iter-");
+    } catch (...) {
+        // The destructor does not run for a constructor that throws (the lock, a member, is released).
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
 }
 
 RunDir::~RunDir() { sqlite3_close(db_); }

@@ -59,18 +59,25 @@ BaselineCache::BaselineCache(const std::string& path) : path_(path) {
         db_ = nullptr;
         throw std::runtime_error("cannot open the baseline cache " + path + ": " + msg);
     }
-    sqlite3_busy_timeout(db_, static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
-    exec(db_, "PRAGMA journal_mode=WAL;", path);
-    exec(db_, "PRAGMA synchronous=NORMAL;", path);
-    // A new table rather than a new column: caches written before the timing method was part of the
-    // key keep their old table, which nothing reads any more.
-    exec(db_,
-         "CREATE TABLE IF NOT EXISTS reference_timings ("
-         " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
-         " timing_method TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
-         " value TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')),"
-         " PRIMARY KEY (task_hash, device_name, torch_version, timing_method, timing_iters, with_compile));",
-         path);
+    try {
+        sqlite3_busy_timeout(db_, static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
+        exec(db_, "PRAGMA journal_mode=WAL;", path);
+        exec(db_, "PRAGMA synchronous=NORMAL;", path);
+        // A new table rather than a new column: caches written before the timing method was part of
+        // the key keep their old table, which nothing reads any more.
+        exec(db_,
+             "CREATE TABLE IF NOT EXISTS reference_timings ("
+             " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
+             " timing_method TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
+             " value TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')),"
+             " PRIMARY KEY (task_hash, device_name, torch_version, timing_method, timing_iters, with_compile));",
+             path);
+    } catch (...) {
+        // The destructor does not run for a constructor that throws.
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
 }
 
 BaselineCache::~BaselineCache() { sqlite3_close(db_); }

@@ -1,6 +1,6 @@
 // The trainer's own units: the seed schedule, replay from rollout records, a step's wire format
 // between ranks, what a rank takes of a step (with a fake collective for rank 1 of 3), the SFT
-// schedule, an SFT run's resume, and the run directory's checkpoint retention.
+// schedule, an SFT run's resume, and the run directory's checkpoint retention and refusals.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/files.h"
+#include "tests/open_files.h"
 #include "train/checkpoint_series.h"
 #include "train/data_parallel.h"
 #include "train/policy.h"
@@ -297,6 +298,25 @@ TEST(RunDir, KeepsTheNewestCompleteCheckpoints) {
         run.prune_checkpoints(0);  // 0 keeps all
         EXPECT_TRUE(std::filesystem::is_regular_file(run.checkpoint_dir(4) + "/state.json"));
     }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(RunDir, ARunDatabaseThatIsNoDatabaseIsRefusedAndClosed) {
+    const std::string dir = testing::TempDir() + "kz_run_dir_not_a_db";
+    std::filesystem::remove_all(dir);
+    { kz::RunDir run(dir, json{{"name", "db"}}, false); }
+    kz::write_file_atomic(dir + "/run.sqlite", std::string(4096, 'x'));
+    std::filesystem::remove(dir + "/run.sqlite-wal");
+    std::filesystem::remove(dir + "/run.sqlite-shm");
+    try {
+        kz::RunDir run(dir, json{{"name", "db"}}, true);
+        ADD_FAILURE() << "a run.sqlite that is not a database was opened";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("run.sqlite"), std::string::npos) << e.what();
+    }
+    // Refused part-way through, the run directory holds nothing open: not the database, not the lock.
+    EXPECT_EQ(kz::testing_util::open_descriptors_of(dir + "/run.sqlite"), 0);
+    EXPECT_EQ(kz::testing_util::open_descriptors_of(dir + "/run.lock"), 0);
     std::filesystem::remove_all(dir);
 }
 

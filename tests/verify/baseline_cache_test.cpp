@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "tests/open_files.h"
 
 TEST(BaselineCache, PersistsAcrossReopenAndKeysOnEveryField) {
     auto d = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-cache-test-");
@@ -93,5 +94,19 @@ TEST(BaselineCache, CacheFromBeforeTheTimingMethodKeyOpensAndIsNotReused) {
     EXPECT_FALSE(c.get(k).has_value());
     c.put(k, {{"eager", 2}});
     EXPECT_EQ((*c.get(k))["eager"].get<int>(), 2);
+    std::filesystem::remove_all(d);
+}
+
+TEST(BaselineCache, AFileThatIsNoDatabaseIsRefusedAndClosed) {
+    auto d = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-cache-test-");
+    const std::string path = d + "/b.sqlite";
+    kz::write_file_atomic(path, std::string(4096, 'x'));
+    try {
+        kz::BaselineCache c(path);
+        ADD_FAILURE() << "a cache file that is not a database was opened";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(kz::testing_util::open_descriptors_of(path), 0);
     std::filesystem::remove_all(d);
 }
