@@ -1,0 +1,80 @@
+"""scripts/learning/table.py, the learning experiment's summary (docs/LEARNING.md), on a run directory
+written here: its rows, its task-by-task comparison with arm A, and its pairing of C and B."""
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "learning" / "table.py"
+
+
+def load_table():
+    spec = importlib.util.spec_from_file_location("learning_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def verdicts(correct, fast=()):
+    """Ten held-out tasks: those in `correct` passed, those in `fast` also beat eager."""
+    return [{"id": f"heldout/task_{i:05d}#0", "correct": i in correct,
+             "speedup_eager": (1.5 if i in fast else 0.8) if i in correct else None,
+             "checks": {"syntax": "pass"}} for i in range(10)]
+
+
+def overall(correct, fast):
+    return {"tasks": 10, "pass_at_k": {"pass@1": correct / 10}, "fast_p_eager": {"1": fast / 10},
+            "fast_p_compile": {"1": 0.0}, "geomean_speedup_eager": 1.0}
+
+
+def iteration(it, correct, evaluated=None):
+    m = {"iteration": it, "verified": 128, "tokens_sampled": 1000, "stage_s": {"coder": 10.0},
+         "coder": {"steps": [{"correct": correct, "pass_rate": correct / 128, "kl": 1e-3}]}}
+    if evaluated is not None:
+        m["eval"] = overall(*evaluated)
+    return m
+
+
+class LearningTable(unittest.TestCase):
+    def test_exact_mcnemar(self):
+        t = load_table()
+        self.assertEqual(t.mcnemar(0, 0), 1.0)
+        self.assertAlmostEqual(t.mcnemar(6, 0), 2 / 64)  # the doc's "6 gained, none lost is p = 0.03"
+        self.assertAlmostEqual(t.mcnemar(1, 5), 2 * 7 / 64)
+        self.assertEqual(t.mcnemar(3, 3), 1.0)
+
+    def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            (d / "arm-A").mkdir()
+            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(2, 1)}))
+            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            # C ends with tasks 0, 2, 3, 4 (fast: 2, 3): pass +3 -1, fast_1 +2 -1 against A.
+            write_jsonl(d / "arm-C-seed1" / "metrics.jsonl",
+                        [iteration(1, 30), iteration(2, 41, evaluated=(4, 2)), iteration(3, 50)])
+            write_jsonl(d / "arm-C-seed1" / "eval" / "iter-000002" / "verdicts.jsonl",
+                        verdicts({0, 2, 3, 4}, fast={2, 3}))
+            write_jsonl(d / "arm-B-seed1" / "metrics.jsonl", [iteration(1, 30), iteration(2, 40, evaluated=(2, 1))])
+            write_jsonl(d / "arm-B-seed1" / "eval" / "iter-000002" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
+        lines = out.stdout.splitlines()
+        self.assertIn("| C | 1 | 0.200 [0.06, 0.51] | 0.400 [0.17, 0.69] |", out.stdout)
+        self.assertIn("arm-C-seed1 at iteration 2 against A, task by task: pass +3 -1 (exact McNemar p = 0.62); "
+                      "fast_1 +2 -1 (exact McNemar p = 1.00).", lines)
+        self.assertIn("arm-B-seed1 at iteration 2 against A, task by task: pass +0 -0 (exact McNemar p = 1.00); "
+                      "fast_1 +0 -0 (exact McNemar p = 1.00).", lines)
+        # Iterations both ran (1-2), not C's third.
+        self.assertIn("Seed 1, C against B on the same draws (iterations 1-2): correct samples 71 against 70 "
+                      "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
+
+
+if __name__ == "__main__":
+    unittest.main()
