@@ -52,29 +52,31 @@ def pool_pass_rates(its, window=5):
     return f"{sum(first) / len(first):.3f} -> {sum(last) / len(last):.3f}"
 
 
+def verdicts(eval_dir):
+    """An evaluation's verdicts (bench's verdicts.jsonl); None when it kept none."""
+    path = eval_dir / "verdicts.jsonl"
+    if not path.exists():
+        return None
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def syntax_failures(eval_dir):
     """How many of an evaluation's completions are not valid Python (the verifier's syntax check):
     the first sign of a policy drifting off what SFT taught it."""
-    verdicts = eval_dir / "verdicts.jsonl"
-    if not verdicts.exists():
+    vs = verdicts(eval_dir)
+    if vs is None:
         return "?"
-    return sum(json.loads(line).get("checks", {}).get("syntax") == "fail"
-               for line in verdicts.read_text().splitlines() if line.strip())
+    return sum(v.get("checks", {}).get("syntax") == "fail" for v in vs)
 
 
 def outcomes(eval_dir):
     """Per held-out task: (correct, fast), fast being correct and faster than eager; None when the
     evaluation kept no verdicts."""
-    verdicts = eval_dir / "verdicts.jsonl"
-    if not verdicts.exists():
+    vs = verdicts(eval_dir)
+    if vs is None:
         return None
-    out = {}
-    for line in verdicts.read_text().splitlines():
-        if line.strip():
-            v = json.loads(line)
-            fast = bool(v.get("correct")) and (v.get("speedup_eager") or 0) > 1
-            out[v["id"].split("#")[0]] = (bool(v.get("correct")), fast)
-    return out
+    return {v["id"].split("#")[0]: (bool(v.get("correct")),
+                                    bool(v.get("correct")) and (v.get("speedup_eager") or 0) > 1) for v in vs}
 
 
 def mcnemar(gained, lost):
@@ -147,11 +149,11 @@ def main():
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
         its = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        correct[(run.name.split("-")[1], run.name.split("seed")[1])] = correct_by_iteration(its)
+        arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
+        correct[(arm, seed)] = correct_by_iteration(its)
         evals = [m["eval"] for m in its if "eval" in m]
         if not evals:
             continue
-        arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         print(row(arm, seed, start, figures(evals[-1]), pool_pass_rates(its), len(its),
                   sum(m.get("verified", 0) for m in its), sum(m.get("tokens_sampled", 0) for m in its), wall))
