@@ -99,7 +99,7 @@ json StoreStats::to_json() const {
 
 void TaskStore::exec(const char* sql) const {
     char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
         std::string msg = err ? err : "unknown error";
         sqlite3_free(err);
         throw std::runtime_error("task store " + path_ + ": " + msg);
@@ -109,14 +109,9 @@ void TaskStore::exec(const char* sql) const {
 TaskStore::TaskStore(const std::string& path) : path_(path) {
     std::filesystem::path p(path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
-        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw std::runtime_error("cannot open the task store " + path + ": " + msg);
-    }
+    db_ = open_sqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "the task store ");
     try {
-        sqlite3_busy_timeout(db_, 30000);
+        sqlite3_busy_timeout(db_.get(), 30000);
         exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
         int version = schema_version();
         if (version > kSchemaVersion)
@@ -129,13 +124,11 @@ TaskStore::TaskStore(const std::string& path) : path_(path) {
                 exec(("PRAGMA user_version = " + std::to_string(v + 1)).c_str());
                 exec("COMMIT");
             } catch (...) {
-                sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+                sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
                 throw;
             }
         }
     } catch (const std::runtime_error& e) {
-        sqlite3_close(db_);
-        db_ = nullptr;
         std::string what = e.what();
         if (what.find("file is not a database") != std::string::npos)
             throw std::runtime_error("task store " + path + ": not an SQLite database");
@@ -143,20 +136,16 @@ TaskStore::TaskStore(const std::string& path) : path_(path) {
     }
 }
 
-TaskStore::~TaskStore() {
-    if (db_) sqlite3_close(db_);
-}
-
 int TaskStore::schema_version() const {
-    Stmt st(db_, "PRAGMA user_version", path_);
+    Stmt st(db_.get(), "PRAGMA user_version", path_);
     return st.step() ? static_cast<int>(st.col_int(0)) : 0;
 }
 
 int64_t TaskStore::add_task(const TaskRecord& t) {
-    Stmt find(db_, "SELECT id FROM tasks WHERE hash = ?", path_);
+    Stmt find(db_.get(), "SELECT id FROM tasks WHERE hash = ?", path_);
     find.text(1, t.hash);
     if (find.step()) return find.col_int(0);
-    Stmt st(db_,
+    Stmt st(db_.get(),
             "INSERT INTO tasks (hash, norm_hash, source, apis, level, origin, valid, validation, reason, eager_ms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             path_);
@@ -171,18 +160,18 @@ int64_t TaskStore::add_task(const TaskRecord& t) {
         .text(9, t.reason)
         .real(10, t.eager_ms);
     st.step();
-    return sqlite3_last_insert_rowid(db_);
+    return sqlite3_last_insert_rowid(db_.get());
 }
 
 std::optional<TaskRecord> TaskStore::task(int64_t id) const {
-    Stmt st(db_, (std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?").c_str(), path_);
+    Stmt st(db_.get(), (std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?").c_str(), path_);
     st.integer(1, id);
     if (!st.step()) return std::nullopt;
     return read_task(st);
 }
 
 std::optional<TaskRecord> TaskStore::task_by_hash(const std::string& hash) const {
-    Stmt st(db_, (std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE hash = ?").c_str(), path_);
+    Stmt st(db_.get(), (std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE hash = ?").c_str(), path_);
     st.text(1, hash);
     if (!st.step()) return std::nullopt;
     return read_task(st);
@@ -191,7 +180,7 @@ std::optional<TaskRecord> TaskStore::task_by_hash(const std::string& hash) const
 std::vector<TaskRecord> TaskStore::tasks(bool valid_only, int64_t limit) const {
     std::string sql = std::string("SELECT ") + kTaskColumns + " FROM tasks" + (valid_only ? " WHERE valid = 1" : "") +
                       " ORDER BY id LIMIT ?";
-    Stmt st(db_, sql.c_str(), path_);
+    Stmt st(db_.get(), sql.c_str(), path_);
     st.integer(1, limit);
     std::vector<TaskRecord> out;
     while (st.step()) out.push_back(read_task(st));
@@ -199,7 +188,7 @@ std::vector<TaskRecord> TaskStore::tasks(bool valid_only, int64_t limit) const {
 }
 
 std::vector<int64_t> TaskStore::with_norm_hash(const std::string& norm_hash) const {
-    Stmt st(db_, "SELECT id FROM tasks WHERE norm_hash = ? ORDER BY id", path_);
+    Stmt st(db_.get(), "SELECT id FROM tasks WHERE norm_hash = ? ORDER BY id", path_);
     st.text(1, norm_hash);
     std::vector<int64_t> out;
     while (st.step()) out.push_back(st.col_int(0));
@@ -208,7 +197,7 @@ std::vector<int64_t> TaskStore::with_norm_hash(const std::string& norm_hash) con
 
 void TaskStore::add_attempt(const AttemptRecord& a) {
     Stmt st(
-        db_,
+        db_.get(),
         "INSERT INTO attempts (task_id, model_version, backend, status, correct, speedup) VALUES (?, ?, ?, ?, ?, ?)",
         path_);
     st.integer(1, a.task_id)
@@ -221,7 +210,7 @@ void TaskStore::add_attempt(const AttemptRecord& a) {
 }
 
 std::map<std::string, std::array<double, 3>> TaskStore::frontier() const {
-    Stmt st(db_, "SELECT key, alpha, beta, seen FROM frontier", path_);
+    Stmt st(db_.get(), "SELECT key, alpha, beta, seen FROM frontier", path_);
     std::map<std::string, std::array<double, 3>> out;
     while (st.step())
         out[st.col_text(0)] = {sqlite3_column_double(st.s, 1), sqlite3_column_double(st.s, 2),
@@ -233,7 +222,7 @@ void TaskStore::save_frontier(const std::map<std::string, std::array<double, 3>>
     exec("BEGIN IMMEDIATE");
     try {
         for (const auto& [key, v] : rows) {
-            Stmt st(db_,
+            Stmt st(db_.get(),
                     "INSERT INTO frontier (key, alpha, beta, seen) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
                     "alpha = excluded.alpha, beta = excluded.beta, seen = excluded.seen, "
                     "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
@@ -243,7 +232,7 @@ void TaskStore::save_frontier(const std::map<std::string, std::array<double, 3>>
         }
         exec("COMMIT");
     } catch (...) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
         throw;
     }
 }
@@ -251,7 +240,7 @@ void TaskStore::save_frontier(const std::map<std::string, std::array<double, 3>>
 StoreStats TaskStore::stats() const {
     StoreStats s;
     {
-        Stmt st(db_, "SELECT origin, COUNT(*), SUM(valid) FROM tasks GROUP BY origin", path_);
+        Stmt st(db_.get(), "SELECT origin, COUNT(*), SUM(valid) FROM tasks GROUP BY origin", path_);
         while (st.step()) {
             s.by_origin[st.col_text(0)] = st.col_int(1);
             s.valid_by_origin[st.col_text(0)] = st.col_int(2);
@@ -260,15 +249,15 @@ StoreStats TaskStore::stats() const {
         }
     }
     {
-        Stmt st(db_, "SELECT COUNT(DISTINCT norm_hash) FROM tasks", path_);
+        Stmt st(db_.get(), "SELECT COUNT(DISTINCT norm_hash) FROM tasks", path_);
         if (st.step()) s.distinct_norm_hashes = st.col_int(0);
     }
     {
-        Stmt st(db_, "SELECT COUNT(*) FROM attempts", path_);
+        Stmt st(db_.get(), "SELECT COUNT(*) FROM attempts", path_);
         if (st.step()) s.attempts = st.col_int(0);
     }
     {
-        Stmt st(db_, "SELECT apis FROM tasks WHERE valid = 1", path_);
+        Stmt st(db_.get(), "SELECT apis FROM tasks WHERE valid = 1", path_);
         while (st.step())
             for (const auto& a : json::parse(st.col_text(0))) s.api_coverage[a.get<std::string>()] += 1;
     }

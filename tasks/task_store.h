@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-struct sqlite3;
+#include "common/sqlite_db.h"
 
 namespace kz {
 
@@ -48,7 +48,6 @@ public:
     // Opens (creating and migrating as needed). Throws naming the file and the cause, including a
     // store written by a newer schema.
     explicit TaskStore(const std::string& path);
-    ~TaskStore();
     TaskStore(const TaskStore&) = delete;
     TaskStore& operator=(const TaskStore&) = delete;
 
@@ -70,7 +69,7 @@ public:
 
 private:
     std::string path_;
-    sqlite3* db_ = nullptr;
+    SqliteDb db_;
     void exec(const char* sql) const;
 };
 

@@ -73,28 +73,15 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
         write_file_atomic(file("run.json"), json({{"run_id", run_id_}, {"config", config}}).dump(2) + "\n");
     }
     std::string db_path = file("run.sqlite");
-    if (sqlite3_open(db_path.c_str(), &db_) != SQLITE_OK) {
-        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-        sqlite3_close(db_);
-        throw std::runtime_error("cannot open " + db_path + ": " + msg);
-    }
-    try {
-        exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
-        exec(db_,
-             "CREATE TABLE IF NOT EXISTS metrics (iteration INTEGER PRIMARY KEY, value TEXT NOT NULL);"
-             "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
-             " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
-             db_path);
-        checkpoints_.emplace(path_ + "/checkpoints", "iter-");
-    } catch (...) {
-        // The destructor does not run for a constructor that throws (the lock, a member, is released).
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw;
-    }
+    db_ = open_sqlite(db_path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "");
+    exec(db_.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", db_path);
+    exec(db_.get(),
+         "CREATE TABLE IF NOT EXISTS metrics (iteration INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+         "CREATE TABLE IF NOT EXISTS stages (iteration INTEGER NOT NULL, stage TEXT NOT NULL,"
+         " seconds REAL NOT NULL, PRIMARY KEY (iteration, stage));",
+         db_path);
+    checkpoints_.emplace(path_ + "/checkpoints", "iter-");
 }
-
-RunDir::~RunDir() { sqlite3_close(db_); }
 
 std::string RunDir::checkpoint_path(const std::string& run_path, int64_t it) {
     return CheckpointSeries::path(run_path + "/checkpoints", "iter-", it);
@@ -107,29 +94,31 @@ void RunDir::record_metrics(int64_t it, const json& m) {
         if (j.value("iteration", int64_t{-1}) == it) present = true;
     if (!present) append_durable(file("metrics.jsonl"), m.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     const std::string db_path = file("run.sqlite");
-    exec(db_, "BEGIN;", db_path);
+    exec(db_.get(), "BEGIN;", db_path);
     sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO metrics (iteration, value) VALUES (?1, ?2);", -1, &st, nullptr);
+    sqlite3_prepare_v2(db_.get(), "INSERT OR REPLACE INTO metrics (iteration, value) VALUES (?1, ?2);", -1, &st,
+                       nullptr);
     std::string v = m.dump(-1, ' ', false, json::error_handler_t::replace);
     sqlite3_bind_int64(st, 1, it);
     sqlite3_bind_text(st, 2, v.c_str(), -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        exec(db_, "ROLLBACK;", db_path);
-        throw std::runtime_error(db_path + ": " + sqlite3_errmsg(db_));
+        exec(db_.get(), "ROLLBACK;", db_path);
+        throw std::runtime_error(db_path + ": " + sqlite3_errmsg(db_.get()));
     }
     if (m.contains("stage_s") && m["stage_s"].is_object())
         for (auto& [stage, secs] : m["stage_s"].items()) {
-            sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO stages (iteration, stage, seconds) VALUES (?1, ?2, ?3);",
-                               -1, &st, nullptr);
+            sqlite3_prepare_v2(db_.get(),
+                               "INSERT OR REPLACE INTO stages (iteration, stage, seconds) VALUES (?1, ?2, ?3);", -1,
+                               &st, nullptr);
             sqlite3_bind_int64(st, 1, it);
             sqlite3_bind_text(st, 2, stage.c_str(), -1, SQLITE_TRANSIENT);
             sqlite3_bind_double(st, 3, secs.get<double>());
             sqlite3_step(st);
             sqlite3_finalize(st);
         }
-    exec(db_, "COMMIT;", db_path);
+    exec(db_.get(), "COMMIT;", db_path);
 }
 
 std::vector<json> RunDir::metrics() const { return read_json_lines(file("metrics.jsonl")); }

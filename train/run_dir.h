@@ -23,9 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/sqlite_db.h"
 #include "train/checkpoint_series.h"
-
-struct sqlite3;
 
 namespace kz {
 
@@ -36,7 +35,6 @@ public:
     // --resume on a directory without one, a configuration that differs from the recorded one
     // (keys other than `iterations` and the budgets), a lock held by another trainer.
     RunDir(const std::string& path, const nlohmann::json& config, bool resume);
-    ~RunDir();
     RunDir(const RunDir&) = delete;
     RunDir& operator=(const RunDir&) = delete;
 
@@ -69,7 +67,7 @@ private:
     std::string path_, run_id_;
     std::optional<CheckpointSeries> checkpoints_;  // opened once the lock is held
     std::optional<FileLock> lock_;
-    sqlite3* db_ = nullptr;
+    SqliteDb db_;  // declared last: closed before the lock goes
 };
 
 // Stage timing: named, timed stages of one iteration, in order.

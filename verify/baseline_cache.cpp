@@ -52,39 +52,24 @@ struct Stmt {
 BaselineCache::BaselineCache(const std::string& path) : path_(path) {
     std::filesystem::path p(path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        nullptr) != SQLITE_OK) {
-        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw std::runtime_error("cannot open the baseline cache " + path + ": " + msg);
-    }
-    try {
-        sqlite3_busy_timeout(db_, static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
-        exec(db_, "PRAGMA journal_mode=WAL;", path);
-        exec(db_, "PRAGMA synchronous=NORMAL;", path);
-        // A new table rather than a new column: caches written before the timing method was part of
-        // the key keep their old table, which nothing reads any more.
-        exec(db_,
-             "CREATE TABLE IF NOT EXISTS reference_timings ("
-             " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
-             " timing_method TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
-             " value TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')),"
-             " PRIMARY KEY (task_hash, device_name, torch_version, timing_method, timing_iters, with_compile));",
-             path);
-    } catch (...) {
-        // The destructor does not run for a constructor that throws.
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw;
-    }
+    db_ = open_sqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, "the baseline cache ");
+    sqlite3_busy_timeout(db_.get(), static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
+    exec(db_.get(), "PRAGMA journal_mode=WAL;", path);
+    exec(db_.get(), "PRAGMA synchronous=NORMAL;", path);
+    // A new table rather than a new column: caches written before the timing method was part of
+    // the key keep their old table, which nothing reads any more.
+    exec(db_.get(),
+         "CREATE TABLE IF NOT EXISTS reference_timings ("
+         " task_hash TEXT NOT NULL, device_name TEXT NOT NULL, torch_version TEXT NOT NULL,"
+         " timing_method TEXT NOT NULL, timing_iters INTEGER NOT NULL, with_compile INTEGER NOT NULL,"
+         " value TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')),"
+         " PRIMARY KEY (task_hash, device_name, torch_version, timing_method, timing_iters, with_compile));",
+         path);
 }
-
-BaselineCache::~BaselineCache() { sqlite3_close(db_); }
 
 std::optional<nlohmann::json> BaselineCache::get(const BaselineKey& key) {
     std::lock_guard lock(mu_);
-    Stmt st(db_,
+    Stmt st(db_.get(),
             "SELECT value FROM reference_timings WHERE task_hash=?1 AND device_name=?2 AND torch_version=?3 "
             "AND timing_iters=?4 AND with_compile=?5 AND timing_method=?7;",
             path_);
@@ -100,7 +85,7 @@ std::optional<nlohmann::json> BaselineCache::get(const BaselineKey& key) {
 
 void BaselineCache::put(const BaselineKey& key, const nlohmann::json& value) {
     std::lock_guard lock(mu_);
-    Stmt st(db_,
+    Stmt st(db_.get(),
             "INSERT OR REPLACE INTO reference_timings (task_hash, device_name, torch_version, timing_iters,"
             " with_compile, value, timing_method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7);",
             path_);
@@ -108,7 +93,7 @@ void BaselineCache::put(const BaselineKey& key, const nlohmann::json& value) {
     std::string v = value.dump();
     sqlite3_bind_text(st.s, 6, v.c_str(), -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st.s) != SQLITE_DONE)
-        throw std::runtime_error("baseline cache " + path_ + ": " + sqlite3_errmsg(db_));
+        throw std::runtime_error("baseline cache " + path_ + ": " + sqlite3_errmsg(db_.get()));
 }
 
 }  // namespace kz

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-struct sqlite3;
+#include "common/sqlite_db.h"
 
 namespace kz {
 
@@ -22,7 +22,6 @@ struct BaselineKey {
 class BaselineCache {
 public:
     explicit BaselineCache(const std::string& path);  // throws std::runtime_error naming the file
-    ~BaselineCache();
     BaselineCache(const BaselineCache&) = delete;
     BaselineCache& operator=(const BaselineCache&) = delete;
 
@@ -30,7 +29,7 @@ public:
     void put(const BaselineKey& key, const nlohmann::json& value);
 
 private:
-    sqlite3* db_ = nullptr;
+    SqliteDb db_;
     std::mutex mu_;
     std::string path_;
 };
