@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -115,6 +116,34 @@ struct SftPosition {
     int64_t epoch_steps = 0;
 };
 
+// sft.deterministic: PyTorch's deterministic algorithms, strict, and cuDNN's (scaled_dot_product_attention
+// may pick its cuDNN backend), while alive; the settings before it are restored after, so that a `train`
+// run's warm start does not leave its RL steps in them. cuBLAS takes its workspace configuration when its
+// first handle is made: before the policy is on the device.
+class DeterministicScope {
+public:
+    explicit DeterministicScope(bool on)
+        : on_(on),
+          was_(at::globalContext().deterministicAlgorithms()),
+          was_warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()),
+          was_cudnn_(at::globalContext().deterministicCuDNN()) {
+        if (!on_) return;
+        ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+        at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+        at::globalContext().setDeterministicCuDNN(true);
+    }
+    ~DeterministicScope() {
+        if (!on_) return;
+        at::globalContext().setDeterministicAlgorithms(was_, was_warn_only_);
+        at::globalContext().setDeterministicCuDNN(was_cudnn_);
+    }
+    DeterministicScope(const DeterministicScope&) = delete;
+    DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+private:
+    bool on_, was_, was_warn_only_, was_cudnn_;
+};
+
 std::string pairs_digest(const std::vector<SftPair>& pairs) {
     std::string bytes;
     for (const auto& p : pairs)
@@ -144,6 +173,7 @@ std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int bat
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop, const SftRunOptions& run) {
     const auto& s = cfg.sft;
+    const DeterministicScope deterministic(s.deterministic);
     auto t0 = std::chrono::steady_clock::now();
     SftResult r;
     r.pairs = static_cast<int64_t>(pairs.size());
@@ -274,6 +304,7 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool re
     if (!interrupted && resume)
         throw std::runtime_error(s.out + " holds no interrupted SFT run to resume (no checkpoint in " + checkpoints +
                                  ")");
+    const DeterministicScope deterministic(s.deterministic);
     const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
     Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
     int64_t skipped = 0;

@@ -222,6 +222,7 @@ const auto sft_fields = [](auto& p, auto& v) {
     v("batch_size", p.batch_size, AtLeast{1});
     v("group_by_length", p.group_by_length);
     v("max_tokens", p.max_tokens);
+    v("deterministic", p.deterministic);
     v.path("out", p.out);
 };
 

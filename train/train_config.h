@@ -108,7 +108,13 @@ struct SftSpec {
     // within runs of 16 batches, so a batch pads to little more than its own pairs.
     bool group_by_length = false;
     int64_t max_tokens = 4096;  // longer pairs are skipped (counted)
-    std::string out;            // where the adapter (or merged model) goes
+    // PyTorch's deterministic algorithms, strict, while the SFT runs (and cuBLAS's deterministic
+    // workspace, CUBLAS_WORKSPACE_CONFIG=:4096:8, unless the environment sets one): the same pairs,
+    // seed and configuration on the same GPU and software give the same weights, bit for bit, so
+    // that runs on separate machines can start from one checkpoint. An op with no deterministic
+    // algorithm throws rather than run nondeterministically.
+    bool deterministic = false;
+    std::string out;  // where the adapter (or merged model) goes
 };
 
 struct TrainConfig {
