@@ -3,8 +3,9 @@ wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/met
 arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
 its stage times, the pass rate of its Coder's samples on the training pool). pass@1 and fast_1 are
 shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
-tasks, each arm's last evaluation against A task by task (exact McNemar), C against B on the same
-training draws at each seed both ran, and each arm's mean and range over its seeds at the end (the
+tasks, each arm's last evaluation against A task by task (exact McNemar), the held-out tasks correct
+by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), C
+against B on the same training draws at each seed both ran, and each arm's mean and range over its seeds at the end (the
 seed spread).
 
 Usage: python3 table.py LEARN_DIR"""
@@ -101,6 +102,45 @@ def against_a(name, iteration, end, start):
     return f"{name} at iteration {iteration} against A, task by task: " + "; ".join(parts) + "."
 
 
+TRANSITION_CLASSES = ("every", "some", "none")
+
+
+def transitions_taught(d):
+    """Per held-out task (its file's stem): whether some training pair teaches every, some or none of
+    its operator transitions (an operator's output going into the next one of its composition). The
+    split keeps the API sets apart, not the transitions: a task whose transitions were all taught
+    asks for less composing than one whose were not. None without the corpus under d."""
+    train, manifest = d / "corpus" / "train.jsonl", d / "corpus" / "heldout" / "manifest.jsonl"
+    if not train.exists() or not manifest.exists():
+        return None
+    taught = set()
+    for line in train.read_text().splitlines():
+        if line.strip():
+            apis = json.loads(line)["apis"]
+            taught.update(zip(apis, apis[1:]))
+    classes = {}
+    for line in manifest.read_text().splitlines():
+        if line.strip():
+            task = json.loads(line)
+            steps = list(zip(task["apis"], task["apis"][1:]))
+            k = sum(step in taught for step in steps)
+            classes[Path(task["file"]).stem] = "every" if k == len(steps) else "none" if k == 0 else "some"
+    return classes
+
+
+def correct_by_transitions(name, classes, outcome):
+    """An evaluation's correct held-out tasks in each class of transitions_taught, as 'k/n'."""
+    if classes is None or outcome is None:
+        return None
+    counts = {c: [0, 0] for c in TRANSITION_CLASSES}
+    for task, (ok, _) in outcome.items():
+        c = classes.get(task.split("/")[-1])
+        if c:
+            counts[c][0] += ok
+            counts[c][1] += 1
+    return f"{name}: " + ", ".join(f"{c} {k}/{n}" for c, (k, n) in counts.items())
+
+
 def correct_by_iteration(its):
     """Correct Coder samples per iteration, of the tasks its replay drew."""
     return {m["iteration"]: sum(s.get("correct", 0) for s in m.get("coder", {}).get("steps", [])) for m in its}
@@ -144,6 +184,8 @@ def main():
     correct = {}  # (arm, seed) -> {iteration: correct samples}
     start_outcomes = outcomes(d / "arm-A")
     pairs = []  # each arm's last evaluation against A
+    classes = transitions_taught(d)
+    by_transitions = [correct_by_transitions("arm A", classes, start_outcomes)]
     start_invalid = syntax_failures(d / "arm-A")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
@@ -171,7 +213,9 @@ def main():
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
-        pairs.append(against_a(run.name, last, outcomes(run / "eval" / ("iter-%06d" % last)), start_outcomes))
+        end_outcomes = outcomes(run / "eval" / ("iter-%06d" % last))
+        pairs.append(against_a(run.name, last, end_outcomes, start_outcomes))
+        by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
@@ -189,6 +233,9 @@ def main():
     for line in pairs:
         if line:
             print(line)
+    if classes is not None and by_transitions[0]:
+        print("Held-out tasks correct, by how many of their operator transitions the training pairs teach "
+              "(every, some, none): " + "; ".join(line for line in by_transitions if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
         if arm == "C" and ("B", seed) in correct:
             line = paired(seed, c, correct[("B", seed)])

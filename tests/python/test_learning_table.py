@@ -1,5 +1,6 @@
 """scripts/learning/table.py, the learning experiment's summary (docs/LEARNING.md), on a run directory
-written here: its rows, its task-by-task comparison with arm A, and its pairing of C and B."""
+written here: its rows, its task-by-task comparison with arm A, the held-out tasks correct by the
+operator transitions the corpus teaches, and its pairing of C and B."""
 import importlib.util
 import json
 import subprocess
@@ -64,6 +65,12 @@ class LearningTable(unittest.TestCase):
                         verdicts({0, 2, 3, 4}, fast={2, 3}))
             write_jsonl(d / "arm-B-seed1" / "metrics.jsonl", [iteration(1, 30), iteration(2, 40, evaluated=(2, 1))])
             write_jsonl(d / "arm-B-seed1" / "eval" / "iter-000002" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            # The corpus teaches a->b and b->c: tasks 0-3 take a->b (every), 4-6 a->b->d (some), 7-9 c->a (none).
+            write_jsonl(d / "corpus" / "train.jsonl", [{"apis": ["a", "b", "c"]}, {"apis": ["d"]}])
+            write_jsonl(d / "corpus" / "heldout" / "manifest.jsonl",
+                        [{"file": f"task_{i:05d}.py",
+                          "apis": ["a", "b"] if i < 4 else ["a", "b", "d"] if i < 7 else ["c", "a"]}
+                         for i in range(10)])
             out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
         lines = out.stdout.splitlines()
         self.assertIn("| C | 1 | 0.200 [0.06, 0.51] | 0.400 [0.17, 0.69] |", out.stdout)
@@ -71,6 +78,10 @@ class LearningTable(unittest.TestCase):
                       "fast_1 +2 -1 (exact McNemar p = 1.00).", lines)
         self.assertIn("arm-B-seed1 at iteration 2 against A, task by task: pass +0 -0 (exact McNemar p = 1.00); "
                       "fast_1 +0 -0 (exact McNemar p = 1.00).", lines)
+        self.assertIn("Held-out tasks correct, by how many of their operator transitions the training pairs "
+                      "teach (every, some, none): arm A: every 2/4, some 0/3, none 0/3; arm-B-seed1 at iteration "
+                      "2: every 2/4, some 0/3, none 0/3; arm-C-seed1 at iteration 2: every 3/4, some 1/3, "
+                      "none 0/3.", lines)
         # Iterations both ran (1-2), not C's third.
         self.assertIn("Seed 1, C against B on the same draws (iterations 1-2): correct samples 71 against 70 "
                       "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
