@@ -116,10 +116,11 @@ struct SftPosition {
     int64_t epoch_steps = 0;
 };
 
-// sft.deterministic: PyTorch's deterministic algorithms, strict, and cuDNN's (scaled_dot_product_attention
-// may pick its cuDNN backend), while alive; the settings before it are restored after, so that a `train`
-// run's warm start does not leave its RL steps in them. cuBLAS takes its workspace configuration when its
-// first handle is made: before the policy is on the device.
+// sft.deterministic: PyTorch's deterministic algorithms, strict, and cuDNN's, while alive; the settings
+// before it are restored after, so that a `train` run's warm start does not leave its RL steps in them.
+// Strict mode is what makes attention deterministic: scaled_dot_product_attention then skips its cuDNN
+// backend and runs flash attention's deterministic backward. cuBLAS takes its workspace configuration
+// when its first handle is made: before the policy is on the device.
 class DeterministicScope {
 public:
     explicit DeterministicScope(bool on)
