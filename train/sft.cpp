@@ -119,17 +119,16 @@ struct SftPosition {
 // sft.deterministic: PyTorch's deterministic algorithms, strict, and cuDNN's, while alive; the settings
 // before it are restored after, so that a `train` run's warm start does not leave its RL steps in them.
 // Strict mode is what makes attention deterministic: scaled_dot_product_attention then skips its cuDNN
-// backend and runs flash attention's deterministic backward. cuBLAS takes its workspace configuration
-// when its first handle is made: before the policy is on the device.
+// backend and runs flash attention's deterministic backward.
 class DeterministicScope {
 public:
-    explicit DeterministicScope(bool on)
-        : on_(on),
+    explicit DeterministicScope(const SftSpec& s)
+        : on_(s.deterministic),
           was_(at::globalContext().deterministicAlgorithms()),
           was_warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()),
           was_cudnn_(at::globalContext().deterministicCuDNN()) {
         if (!on_) return;
-        ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+        prepare_deterministic_sft(s);
         at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
         at::globalContext().setDeterministicCuDNN(true);
     }
@@ -157,6 +156,11 @@ std::string pairs_digest(const std::vector<SftPair>& pairs) {
 
 }  // namespace
 
+void prepare_deterministic_sft(const SftSpec& s) {
+    if (s.deterministic && !std::getenv("CUBLAS_WORKSPACE_CONFIG"))
+        ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+}
+
 std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int batch_size, bool group_by_length,
                                     std::mt19937_64& rng) {
     std::vector<size_t> order(lengths.size());
@@ -174,7 +178,7 @@ std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int bat
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop, const SftRunOptions& run) {
     const auto& s = cfg.sft;
-    const DeterministicScope deterministic(s.deterministic);
+    const DeterministicScope deterministic(s);
     auto t0 = std::chrono::steady_clock::now();
     SftResult r;
     r.pairs = static_cast<int64_t>(pairs.size());
@@ -305,7 +309,7 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool re
     if (!interrupted && resume)
         throw std::runtime_error(s.out + " holds no interrupted SFT run to resume (no checkpoint in " + checkpoints +
                                  ")");
-    const DeterministicScope deterministic(s.deterministic);
+    const DeterministicScope deterministic(s);
     const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
     Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
     int64_t skipped = 0;

@@ -60,6 +60,13 @@ struct SftRunOptions {
     std::function<void(int64_t steps)> after_step;
 };
 
+// What sft.deterministic needs of the process before cuBLAS makes its first handle and before other
+// threads run (setenv is not safe beside them): CUBLAS_WORKSPACE_CONFIG=:4096:8, unless the environment
+// sets one (PyTorch's strict mode then names the variable if its value is not a deterministic one). A
+// no-op without sft.deterministic. run_sft and the trainer (for its warm start) call it first thing;
+// sft_train calls it too, for callers that did not.
+void prepare_deterministic_sft(const SftSpec& s);
+
 // Epochs of AdamW (sft.lr, or the policy's, on sft.schedule) over the policy's trainable parameters, loss on the
 // completion tokens. The policy's own optimizer is left untouched: Policy::reset_optimizer() before
 // training the policy further with it. Throws std::runtime_error when a checkpoint to resume from is

@@ -9,6 +9,7 @@
 #include "train/data_parallel.h"
 #include "train/rollout_log.h"
 #include "train/seeds.h"
+#include "train/sft.h"
 #include "train/trainer_impl.h"
 #include "train/verifier_judge.h"
 
@@ -44,6 +45,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
       }()),
       rewards_(cfg.coder_phase.reward) {
     if (!ranks_.leader()) set_train_output(false);
+    if (cfg.warm_start) prepare_deterministic_sft(cfg.sft);  // before the policies and the verifier's threads
     // The leader creates (or opens) the run directory and writes the models the others load.
     std::string coder_dir, proposer_dir;
     const bool same_base = cfg.proposer.model == cfg.coder.model && cfg.proposer.tokenizer == cfg.coder.tokenizer;

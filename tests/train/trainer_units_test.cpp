@@ -330,6 +330,22 @@ TEST(Sft, DeterministicHoldsStrictModeWhileItRuns) {
     std::filesystem::remove_all(dir);
 }
 
+// cuBLAS's deterministic workspace is asked for only with sft.deterministic, and a value the
+// environment already holds is kept.
+TEST(Sft, DeterministicAsksForCublasDeterministicWorkspaceUnlessSet) {
+    kz::SftSpec s;
+    ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    kz::prepare_deterministic_sft(s);
+    EXPECT_EQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+    s.deterministic = true;
+    kz::prepare_deterministic_sft(s);
+    ASSERT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+    EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+    kz::prepare_deterministic_sft(s);
+    EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":16:8");
+}
+
 // On a GPU, two deterministic SFT runs of one configuration end with the same weights, bit for bit,
 // and strict mode finds a deterministic algorithm for every op of the SFT step (flash attention's
 // backward, the chunked log-probs' scatter and index_add, cuBLAS): the tied 152k-token embedding of
