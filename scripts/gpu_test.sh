@@ -3,9 +3,9 @@
 #   scripts/gpu_test.sh [build-dir]
 # Needs: python3 with torch (and triton), cmake, ninja, a C++ compiler, the CUDA toolkit; the Debian
 # -dev packages of scripts/fetch_gpu_deps.sh in .deps/debs (carried with the repo), which are
-# unpacked into .deps/prefix. KZ_BUILD_TARGET=T builds only target T. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
+# unpacked into .deps/prefix. KZ_BUILD_TARGET="T ..." builds only those targets. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 BUILD=${1:-build-gpu}
 LOGS=${OUT:-$ROOT/$BUILD/logs}
