@@ -14,7 +14,9 @@ struct SqliteClose {
 };
 using SqliteDb = std::unique_ptr<sqlite3, SqliteClose>;
 
-// sqlite3_open_v2(path, flags). Throws std::runtime_error "cannot open <what><path>: <SQLite's reason>".
+// sqlite3_open_v2(path, flags), the file's directory created first when flags hold SQLITE_OPEN_CREATE.
+// Throws std::runtime_error "cannot open <what><path>: <SQLite's reason>" (std::filesystem_error when
+// the directory cannot be made).
 SqliteDb open_sqlite(const std::string& path, int flags, const std::string& what);
 
 }  // namespace kz

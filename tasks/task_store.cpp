@@ -2,7 +2,6 @@
 
 #include <sqlite3.h>
 
-#include <filesystem>
 #include <set>
 #include <stdexcept>
 
@@ -107,8 +106,6 @@ void TaskStore::exec(const char* sql) const {
 }
 
 TaskStore::TaskStore(const std::string& path) : path_(path) {
-    std::filesystem::path p(path);
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
     db_ = open_sqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "the task store ");
     try {
         sqlite3_busy_timeout(db_.get(), 30000);

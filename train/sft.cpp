@@ -309,7 +309,7 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool re
     if (!interrupted && resume)
         throw std::runtime_error(s.out + " holds no interrupted SFT run to resume (no checkpoint in " + checkpoints +
                                  ")");
-    const DeterministicScope deterministic(s);
+    prepare_deterministic_sft(s);  // the strict mode itself is sft_train's
     const std::string model_dir = materialise_model(cfg.coder, s.out + "/base", cfg.seed);
     Policy policy("coder", cfg.coder, model_dir, cfg.device, cfg.seed);
     int64_t skipped = 0;

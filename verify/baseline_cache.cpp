@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -50,8 +49,6 @@ struct Stmt {
 }  // namespace
 
 BaselineCache::BaselineCache(const std::string& path) : path_(path) {
-    std::filesystem::path p(path);
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
     db_ = open_sqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, "the baseline cache ");
     sqlite3_busy_timeout(db_.get(), static_cast<int>(std::chrono::milliseconds(kLockWait).count()));
     exec(db_.get(), "PRAGMA journal_mode=WAL;", path);
