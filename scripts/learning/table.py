@@ -5,8 +5,8 @@ its stage times, the pass rate of its Coder's samples on the training pool). pas
 shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
 tasks, each arm's last evaluation against A task by task (exact McNemar), the held-out tasks correct
 by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), C
-against B on the same training draws at each seed both ran, and each arm's mean and range over its seeds at the end (the
-seed spread).
+against B on the same training draws at each seed both ran, and each arm's mean and range over its
+seeds at the end (the seed spread).
 
 Usage: python3 table.py LEARN_DIR"""
 import json
@@ -53,12 +53,15 @@ def pool_pass_rates(its, window=5):
     return f"{sum(first) / len(first):.3f} -> {sum(last) / len(last):.3f}"
 
 
+def jsonl(path):
+    """The objects of a JSON-lines file, blank lines skipped."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def verdicts(eval_dir):
     """An evaluation's verdicts (bench's verdicts.jsonl); None when it kept none."""
     path = eval_dir / "verdicts.jsonl"
-    if not path.exists():
-        return None
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return jsonl(path) if path.exists() else None
 
 
 def syntax_failures(eval_dir):
@@ -113,18 +116,12 @@ def transitions_taught(d):
     train, manifest = d / "corpus" / "train.jsonl", d / "corpus" / "heldout" / "manifest.jsonl"
     if not train.exists() or not manifest.exists():
         return None
-    taught = set()
-    for line in train.read_text().splitlines():
-        if line.strip():
-            apis = json.loads(line)["apis"]
-            taught.update(zip(apis, apis[1:]))
+    taught = {step for pair in jsonl(train) for step in zip(pair["apis"], pair["apis"][1:])}
     classes = {}
-    for line in manifest.read_text().splitlines():
-        if line.strip():
-            task = json.loads(line)
-            steps = list(zip(task["apis"], task["apis"][1:]))
-            k = sum(step in taught for step in steps)
-            classes[Path(task["file"]).stem] = "every" if k == len(steps) else "none" if k == 0 else "some"
+    for task in jsonl(manifest):
+        steps = list(zip(task["apis"], task["apis"][1:]))
+        k = sum(step in taught for step in steps)
+        classes[Path(task["file"]).stem] = "every" if k == len(steps) else "none" if k == 0 else "some"
     return classes
 
 
@@ -190,7 +187,7 @@ def main():
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
-        its = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        its = jsonl(run / "metrics.jsonl")
         arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
         correct[(arm, seed)] = correct_by_iteration(its)
         evals = [m["eval"] for m in its if "eval" in m]
