@@ -21,9 +21,10 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
         auto out = torch::empty({N}, hidden.options().dtype(torch::kFloat32));
         for (int64_t s = 0; s < N; s += chunk) {
             int64_t e = std::min(N, s + chunk);
-            auto logits = torch::nn::functional::linear(hidden.slice(0, s, e), weight).to(torch::kFloat32);  // (n, V)
-            out.slice(0, s, e).copy_(
-                torch::log_softmax(logits, -1).gather(-1, targets.slice(0, s, e).unsqueeze(-1)).squeeze(-1));
+            auto logits = torch::nn::functional::linear(hidden.slice(0, s, e), weight);  // (n, V)
+            out.slice(0, s, e).copy_(torch::log_softmax(logits, -1, torch::kFloat32)
+                                         .gather(-1, targets.slice(0, s, e).unsqueeze(-1))
+                                         .squeeze(-1));
         }
         return out;
     }
@@ -41,12 +42,20 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
         for (int64_t s = 0; s < N; s += chunk) {
             int64_t e = std::min(N, s + chunk);
             auto h = hidden.slice(0, s, e);
-            auto logits = torch::nn::functional::linear(h, weight).to(torch::kFloat32);  // (n, V)
-            auto gc = g.slice(0, s, e).unsqueeze(-1);                                    // (n, 1)
-            auto gl = -torch::softmax(logits, -1) * gc;
+            auto logits = torch::nn::functional::linear(h, weight);            // (n, V)
+            auto gc = g.slice(0, s, e).unsqueeze(-1);                          // (n, 1)
+            auto gl = torch::softmax(logits, -1, torch::kFloat32) * gc.neg();  // (n, V) fp32
             gl.scatter_add_(-1, targets.slice(0, s, e).unsqueeze(-1), gc);
-            if (need_h) grad_h.slice(0, s, e).copy_(torch::matmul(gl.to(weight.scalar_type()), weight));
-            if (need_w) grad_w.add_(torch::matmul(gl.t(), h.to(torch::kFloat32)));
+            auto gl_w = gl.to(weight.scalar_type());  // (n, V): a bf16 model's autograd rounds here too
+            if (need_h) grad_h.slice(0, s, e).copy_(torch::matmul(gl_w, weight));
+            if (!need_w) continue;
+            // (V, C) += (V, n) x (n, C), summed over chunks in fp32. CUDA multiplies 16-bit inputs on the
+            // tensor cores with an fp32 result (mm's out_dtype; CPU has no such kernel); an fp32 product
+            // runs as a SIMT sgemm (TF32 is off), a third of the 112M Coder's SFT step.
+            if (weight.is_cuda() && weight.scalar_type() != torch::kFloat32)
+                grad_w.add_(at::mm(gl_w.t(), h, torch::kFloat32));
+            else
+                grad_w.add_(torch::matmul(gl.t(), h.to(torch::kFloat32)));
         }
         return {grad_h, need_w ? grad_w.to(weight.scalar_type()) : torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }

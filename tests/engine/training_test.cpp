@@ -1,0 +1,75 @@
+// chunked_logprobs (engine/training.h) against plain autograd over the whole logits matrix: exact
+// in fp32 on the CPU; on the GPU in bf16, no further from an fp64 reference than bf16 autograd is.
+#include <gtest/gtest.h>
+
+#include "engine/training.h"
+
+namespace {
+
+struct Grads {
+    torch::Tensor logprobs;  // (N) fp32
+    torch::Tensor hidden;    // (N, C)
+    torch::Tensor weight;    // (V, C)
+};
+
+// sum(g * logprobs) backward from fresh leaves holding hidden's and weight's values in `dt`.
+Grads run(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+          const torch::Tensor& g, torch::ScalarType dt, int64_t chunk) {
+    auto h = hidden.to(dt).detach().requires_grad_(true);  // (N, C)
+    auto w = weight.to(dt).detach().requires_grad_(true);  // (V, C)
+    torch::Tensor lp;                                      // (N)
+    if (chunk > 0) {
+        lp = kz::chunked_logprobs(h, w, targets, chunk);
+    } else {
+        auto logits = torch::nn::functional::linear(h, w).to(torch::kFloat32);  // (N, V)
+        lp = torch::log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+    }
+    (g.to(lp.scalar_type()) * lp).sum().backward();
+    return {lp.detach(), h.grad(), w.grad()};
+}
+
+double max_err(const torch::Tensor& got, const torch::Tensor& ref) {
+    return (got.to(torch::kFloat64) - ref.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+struct Case {
+    torch::Tensor hidden, weight, targets, g;
+};
+
+// N rows that three chunks of 128 do not divide evenly; V large enough that softmax is spread.
+Case random_case(torch::Device dev) {
+    torch::manual_seed(3);
+    const int64_t N = 300, C = 64, V = 1000;
+    auto f = torch::TensorOptions().device(dev).dtype(torch::kFloat32);
+    return {torch::randn({N, C}, f), torch::randn({V, C}, f) * 0.3,
+            torch::randint(V, {N}, torch::TensorOptions().device(dev).dtype(torch::kInt64)), torch::randn({N}, f)};
+}
+
+TEST(ChunkedLogprob, EqualsAutogradOverTheWholeLogitsInFp32) {
+    auto c = random_case(torch::kCPU);
+    auto ref = run(c.hidden, c.weight, c.targets, c.g, torch::kFloat32, 0);
+    for (int64_t chunk : {128, 300, 1024}) {
+        auto got = run(c.hidden, c.weight, c.targets, c.g, torch::kFloat32, chunk);
+        EXPECT_LT(max_err(got.logprobs, ref.logprobs), 1e-4) << "chunk " << chunk;
+        EXPECT_LT(max_err(got.hidden, ref.hidden), 1e-4) << "chunk " << chunk;
+        EXPECT_LT(max_err(got.weight, ref.weight), 1e-4) << "chunk " << chunk;
+    }
+}
+
+TEST(ChunkedLogprobGpu, Bf16GradientsAreAsCloseToFp64AsBf16Autograd) {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+    auto c = random_case(torch::kCUDA);
+    // The reference sees the bf16-rounded inputs: only the arithmetic differs between the three.
+    auto hidden = c.hidden.to(torch::kBFloat16), weight = c.weight.to(torch::kBFloat16);
+    auto exact = run(hidden, weight, c.targets, c.g, torch::kFloat64, 0);
+    auto autograd = run(hidden, weight, c.targets, c.g, torch::kBFloat16, 0);
+    auto ours = run(hidden, weight, c.targets, c.g, torch::kBFloat16, 128);
+    ASSERT_EQ(ours.weight.scalar_type(), torch::kBFloat16);
+    const double scale_h = exact.hidden.abs().max().item<double>(), scale_w = exact.weight.abs().max().item<double>();
+    EXPECT_LT(max_err(ours.logprobs, exact.logprobs), 2 * max_err(autograd.logprobs, exact.logprobs) + 1e-6);
+    EXPECT_LT(max_err(ours.hidden, exact.hidden), 2 * max_err(autograd.hidden, exact.hidden) + 1e-6 * scale_h);
+    EXPECT_LT(max_err(ours.weight, exact.weight), 2 * max_err(autograd.weight, exact.weight) + 1e-6 * scale_w)
+        << "ours " << max_err(ours.weight, exact.weight) << ", autograd " << max_err(autograd.weight, exact.weight);
+}
+
+}  // namespace
