@@ -4,13 +4,15 @@ arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled toke
 its stage times, the pass rate of its Coder's samples on the training pool). pass@1 and fast_1 are
 shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
 tasks, each arm's last evaluation against A task by task (exact McNemar), the held-out tasks correct
-by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), C
-against B on the same training draws at each seed both ran, and each arm's mean and range over its
-seeds at the end (the seed spread).
+by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), the
+held-out verdicts of A and of each arm's last evaluation by status, C against B on the same training
+draws at each seed both ran, and each arm's mean and range over its seeds at the end (the seed
+spread).
 
 Usage: python3 table.py LEARN_DIR"""
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -71,6 +73,27 @@ def syntax_failures(eval_dir):
     if vs is None:
         return "?"
     return sum(v.get("checks", {}).get("syntax") == "fail" for v in vs)
+
+
+def failure_counts(name, eval_dir):
+    """An evaluation's verdicts by status, most first, as 'name: incorrect 27, runtime_error 60 (26
+    launch a kernel never defined), ...': a kernel launched but never defined is the held-out
+    failure of a Coder that copies a training kernel's launch without composing its body. None when
+    the evaluation kept no verdicts."""
+    vs = verdicts(eval_dir)
+    if vs is None:
+        return None
+    counts, undefined = {}, 0
+    for v in vs:
+        status = v.get("status") or ("correct" if v.get("correct") else "unknown")
+        counts[status] = counts.get(status, 0) + 1
+        m = re.search(r"NameError: name '(\w+)' is not defined", v.get("reason") or "")
+        undefined += status == "runtime_error" and m is not None and m.group(1).endswith("kernel")
+    parts = []
+    for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        extra = f" ({undefined} launch a kernel never defined)" if status == "runtime_error" else ""
+        parts.append(f"{status} {n}{extra}")
+    return f"{name}: " + ", ".join(parts)
 
 
 def outcomes(eval_dir):
@@ -183,6 +206,7 @@ def main():
     pairs = []  # each arm's last evaluation against A
     classes = transitions_taught(d)
     by_transitions = [correct_by_transitions("arm A", classes, start_outcomes)]
+    by_status = [failure_counts("arm A", d / "arm-A")]
     start_invalid = syntax_failures(d / "arm-A")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
@@ -213,6 +237,7 @@ def main():
         end_outcomes = outcomes(run / "eval" / ("iter-%06d" % last))
         pairs.append(against_a(run.name, last, end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
+        by_status.append(failure_counts(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last)))
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
@@ -233,6 +258,8 @@ def main():
     if classes is not None and by_transitions[0]:
         print("Held-out tasks correct, by how many of their operator transitions the training pairs teach "
               "(every, some, none): " + "; ".join(line for line in by_transitions if line) + ".")
+    if by_status[0]:
+        print("Held-out verdicts by status: " + "; ".join(line for line in by_status if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
         if arm == "C" and ("B", seed) in correct:
             line = paired(seed, c, correct[("B", seed)])

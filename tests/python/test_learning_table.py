@@ -26,7 +26,7 @@ def write_jsonl(path, rows):
 
 def verdicts(correct, fast=()):
     """Ten held-out tasks: those in `correct` passed, those in `fast` also beat eager."""
-    return [{"id": f"heldout/task_{i:05d}#0", "correct": i in correct,
+    return [{"id": f"heldout/task_{i:05d}#0", "correct": i in correct, "status": "correct" if i in correct else "incorrect",
              "speedup_eager": (1.5 if i in fast else 0.8) if i in correct else None,
              "checks": {"syntax": "pass"}} for i in range(10)]
 
@@ -51,6 +51,21 @@ class LearningTable(unittest.TestCase):
         self.assertAlmostEqual(t.mcnemar(6, 0), 2 / 64)  # the doc's "6 gained, none lost is p = 0.03"
         self.assertAlmostEqual(t.mcnemar(1, 5), 2 * 7 / 64)
         self.assertEqual(t.mcnemar(3, 3), 1.0)
+
+    def test_verdicts_by_status_count_kernels_launched_but_never_defined(self):
+        t = load_table()
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            self.assertIsNone(t.failure_counts("arm A", d))
+            write_jsonl(d / "verdicts.jsonl", [
+                {"status": "correct", "correct": True},
+                {"status": "runtime_error", "reason": "forward raised: NameError: name 'relu_kernel' is not defined"},
+                {"status": "runtime_error", "reason": "forward raised: NameError: name 'a1' is not defined"},
+                {"status": "runtime_error", "reason": "forward raised: ValueError: too many values to unpack"},
+                {"status": "incorrect", "reason": "NameError: name 'x_kernel' is not defined"},
+                {"status": "incorrect"}])
+            self.assertEqual(t.failure_counts("arm A", d),
+                             "arm A: runtime_error 3 (1 launch a kernel never defined), incorrect 2, correct 1")
 
     def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +97,8 @@ class LearningTable(unittest.TestCase):
                       "teach (every, some, none): arm A: every 2/4, some 0/3, none 0/3; arm-B-seed1 at iteration "
                       "2: every 2/4, some 0/3, none 0/3; arm-C-seed1 at iteration 2: every 3/4, some 1/3, "
                       "none 0/3.", lines)
+        self.assertIn("Held-out verdicts by status: arm A: incorrect 8, correct 2; arm-B-seed1 at iteration 2: "
+                      "incorrect 8, correct 2; arm-C-seed1 at iteration 2: incorrect 6, correct 4.", lines)
         # Iterations both ran (1-2), not C's third.
         self.assertIn("Seed 1, C against B on the same draws (iterations 1-2): correct samples 71 against 70 "
                       "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
