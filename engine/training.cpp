@@ -51,7 +51,7 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
             if (!need_w) continue;
             // (V, C) += (V, n) x (n, C), summed over chunks in fp32. CUDA multiplies 16-bit inputs on the
             // tensor cores with an fp32 result (mm's out_dtype; CPU has no such kernel); an fp32 product
-            // runs as a SIMT sgemm (TF32 is off), a third of the 112M Coder's SFT step.
+            // would run as a SIMT sgemm, TF32 being off (docs/BENCHMARKS.md has its cost).
             if (weight.is_cuda() && weight.scalar_type() != torch::kFloat32)
                 grad_w.add_(at::mm(gl_w.t(), h, torch::kFloat32));
             else

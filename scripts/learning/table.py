@@ -76,8 +76,8 @@ def syntax_failures(eval_dir):
 
 
 def failure_counts(name, eval_dir):
-    """An evaluation's verdicts by status, most first, as 'name: incorrect 27, runtime_error 60 (26
-    launch a kernel never defined), ...': a kernel launched but never defined is the held-out
+    """An evaluation's verdicts by status, most first, as 'name: runtime_error 60 (26 launch a kernel
+    never defined), incorrect 27, ...': a kernel launched but never defined is the held-out
     failure of a Coder that copies a training kernel's launch without composing its body. None when
     the evaluation kept no verdicts."""
     vs = verdicts(eval_dir)
@@ -85,7 +85,7 @@ def failure_counts(name, eval_dir):
         return None
     counts, undefined = {}, 0
     for v in vs:
-        status = v.get("status") or ("correct" if v.get("correct") else "unknown")
+        status = v.get("status", "unknown")
         counts[status] = counts.get(status, 0) + 1
         m = re.search(r"NameError: name '(\w+)' is not defined", v.get("reason") or "")
         undefined += status == "runtime_error" and m is not None and m.group(1).endswith("kernel")
