@@ -5,11 +5,13 @@ its stage times, the pass rate of its Coder's samples on the training pool). pas
 shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
 tasks, each arm's last evaluation against A task by task (exact McNemar), the held-out tasks correct
 by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), the
-held-out verdicts of A and of each arm's last evaluation by status, C against B on the same training
+held-out verdicts of A and of each arm's last evaluation by status, how closely their completions
+follow the module (the operators' kernels, launches, the constructor), C against B on the same training
 draws at each seed both ran, and each arm's mean and range over its seeds at the end (the seed
 spread).
 
 Usage: python3 table.py LEARN_DIR"""
+import ast
 import json
 import math
 import re
@@ -94,6 +96,81 @@ def failure_counts(name, eval_dir):
         extra = f" ({undefined} launch a kernel never defined)" if status == "runtime_error" else ""
         parts.append(f"{status} {n}{extra}")
     return f"{name}: " + ", ".join(parts)
+
+
+def constructor(source, cls):
+    """The statements of class cls's __init__ after super().__init__(), normalised (ast.unparse);
+    None when source is not valid Python or has no such class."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "__init__":
+                    return [ast.unparse(st) for st in f.body
+                            if not isinstance(st, ast.Pass) and "super()" not in ast.unparse(st)]
+            return []
+    return None
+
+
+def held_out_tasks(d):
+    """Per held-out task (its file's stem): its operators in the order its forward applies them
+    (corpus/heldout/manifest.jsonl) and its Model's constructor (constructor(); None without its
+    file). None without the corpus under d."""
+    manifest = d / "corpus" / "heldout" / "manifest.jsonl"
+    if not manifest.exists():
+        return None
+    def built(path):
+        return constructor(path.read_text(), "Model") if path.exists() else None
+    return {Path(t["file"]).stem: (t["apis"], built(manifest.parent / t["file"])) for t in jsonl(manifest)}
+
+
+def names_operator(kernel, api):
+    """Whether a kernel's name is the teacher's name for a kernel computing api: its operators joined
+    by '_' then '_kernel' ('relu_kernel', 'bmm_logsigmoid_kernel'), a repeat suffixed '_2'."""
+    stem = re.sub(r"_kernel(_\d+)?$", "", kernel)
+    return f"_{api}_" in f"_{stem}_"
+
+
+def module_followed(name, eval_dir, tasks):
+    """How closely an evaluation's candidates (the files bench extracted from the completions,
+    jobs.jsonl) follow their module, as 'name: operator 1 93/100, 2 75/100, 3 31/47; launch only
+    kernels they define 44/100; constructor as the module's 5/67': per position in the operator
+    chain, the completions defining a kernel named for that operator; those whose every launch (a
+    name holding 'kernel' before '[') is of a kernel they define; and, of the tasks whose Model builds
+    submodules, those whose ModelNew builds them with the same arguments (the constants a Coder must
+    copy from the prompt: channels, groups, sizes). A completion bench could not extract a file from
+    follows nothing. A Coder that reads the module writes its first operator's kernel; one that
+    composes keeps to the chain after it, launches what it wrote and copies the constructor. None
+    without completions or the corpus."""
+    completions, jobs = eval_dir / "completions.jsonl", eval_dir / "jobs.jsonl"
+    if tasks is None or not completions.exists():
+        return None
+    candidates = {j["id"]: j["candidate"] for j in jsonl(jobs)} if jobs.exists() else {}
+    named, launches_defined, built, copied, n = {}, 0, 0, 0, 0
+    for c in jsonl(completions):
+        task = tasks.get(c["task"].split("/")[-1])
+        if task is None:
+            continue
+        apis, init = task
+        source = candidates.get(f"{c['task']}#{c.get('sample', 0)}", "")
+        defined = set(re.findall(r"^def (\w+)\(", source, re.M))
+        kernels = [k for k in defined if re.search(r"_kernel(_\d+)?$", k)]
+        for i, api in enumerate(apis):
+            hits = named.setdefault(i, [0, 0])
+            hits[0] += any(names_operator(k, api) for k in kernels)
+            hits[1] += 1
+        launched = set(re.findall(r"\b(\w*kernel\w*)\[", source))
+        launches_defined += bool(launched) and launched <= defined
+        if init:
+            built += 1
+            copied += constructor(source, "ModelNew") == init
+        n += 1
+    per_position = ", ".join(f"{i + 1} {k}/{m}" for i, (k, m) in sorted(named.items()))
+    return (f"{name}: operator {per_position}; launch only kernels they define {launches_defined}/{n}; "
+            f"constructor as the module's {copied}/{built}")
 
 
 def outcomes(eval_dir):
@@ -207,6 +284,8 @@ def main():
     classes = transitions_taught(d)
     by_transitions = [correct_by_transitions("arm A", classes, start_outcomes)]
     by_status = [failure_counts("arm A", d / "arm-A")]
+    tasks = held_out_tasks(d)
+    by_module = [module_followed("arm A", d / "arm-A", tasks)]
     start_invalid = syntax_failures(d / "arm-A")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         if not run.is_dir() or not (run / "metrics.jsonl").exists():
@@ -238,6 +317,7 @@ def main():
         pairs.append(against_a(run.name, last, end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
         by_status.append(failure_counts(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last)))
+        by_module.append(module_followed(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last), tasks))
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
@@ -260,6 +340,9 @@ def main():
               "(every, some, none): " + "; ".join(line for line in by_transitions if line) + ".")
     if by_status[0]:
         print("Held-out verdicts by status: " + "; ".join(line for line in by_status if line) + ".")
+    if by_module[0]:
+        print("Held-out completions against their module (a kernel named for the operator at each position "
+              "of its chain; launches; constructor): " + "; ".join(line for line in by_module if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
         if arm == "C" and ("B", seed) in correct:
             line = paired(seed, c, correct[("B", seed)])

@@ -67,6 +67,47 @@ class LearningTable(unittest.TestCase):
             self.assertEqual(t.failure_counts("arm A", d),
                              "arm A: runtime_error 3 (1 launch a kernel never defined), incorrect 2, correct 1")
 
+    def test_completions_against_their_module(self):
+        t = load_table()
+        module = ("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                  "        super().__init__()\n        self.m0 = nn.Conv2d(16, 64, kernel_size=3, groups=4)\n\n"
+                  "    def forward(self, a0):\n        return self.m0(a0).relu()\n")
+
+        def answer(kernels, launches, conv="nn.Conv2d(16, 64, kernel_size=3, groups=4)"):
+            defs = "".join(f"@triton.jit\ndef {k}(x_ptr):\n    pass\n\n\n" for k in kernels)
+            calls = "".join(f"        {k}[(1,)](x)\n" for k in launches)
+            return (f"import torch.nn as nn\n\n\n{defs}class ModelNew(nn.Module):\n"
+                    f"    def __init__(self):\n        super().__init__()\n        self.m0 = {conv}\n\n"
+                    f"    def forward(self, a0):\n{calls}        return a0\n")
+
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            heldout = d / "corpus" / "heldout"
+            write_jsonl(heldout / "manifest.jsonl", [{"file": "task_00000.py", "apis": ["conv2d", "relu", "tanh"]},
+                                                     {"file": "task_00001.py", "apis": ["bmm", "softmax"]}])
+            (heldout / "task_00000.py").write_text(module)
+            (heldout / "task_00001.py").write_text(module.replace("self.m0 = nn.Conv2d(16, 64, kernel_size=3, "
+                                                                  "groups=4)", "pass"))
+            tasks = t.held_out_tasks(d)
+            self.assertIsNone(t.module_followed("arm A", d / "arm-A", tasks))
+            candidates = [
+                # Every operator's kernel (two fused), launched as defined, the constructor as the module's.
+                ("task_00000", 0, answer(["conv2d_kernel", "relu_tanh_kernel"], ["conv2d_kernel", "relu_tanh_kernel"])),
+                # A training task's constructor, and a launch of a kernel never defined.
+                ("task_00000", 1, answer(["conv2d_kernel", "relu_kernel"], ["conv2d_kernel", "tanh_kernel"],
+                                         conv="nn.Conv2d(48, 48, kernel_size=3, groups=48)")),
+                # baddbmm is not bmm; softmax's kernel a repeat's name; no constructor to copy.
+                ("task_00001", 0, answer(["baddbmm_kernel", "softmax_kernel_2"], ["softmax_kernel_2"]))]
+            write_jsonl(d / "arm-A" / "jobs.jsonl", [{"id": f"heldout/{task}#{s}", "candidate": source}
+                                                     for task, s, source in candidates])
+            # The fourth completion gave bench no file (a format error): it has no job.
+            write_jsonl(d / "arm-A" / "completions.jsonl", [{"task": f"heldout/{task}", "sample": s} for task, s in
+                                                            [("task_00000", 0), ("task_00000", 1), ("task_00001", 0),
+                                                             ("task_00001", 1)]])
+            self.assertEqual(t.module_followed("arm A", d / "arm-A", tasks),
+                             "arm A: operator 1 2/4, 2 3/4, 3 1/2; launch only kernels they define 2/4; "
+                             "constructor as the module's 1/2")
+
     def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
