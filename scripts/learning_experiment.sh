@@ -17,7 +17,7 @@
 # from the training pool; D CA-GRPO with the frontier and the Proposer (co-evolution).
 # Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (2400 teacher
 # draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda),
-# KZ_LEARN_TEACH_ARCHIVE (a packed teach run, e.g. data/learning/teach-seed1.tar.xz, that starts an
+# KZ_LEARN_TEACH_ARCHIVE (a packed teach run, e.g. an earlier call's teach.tar.xz, that starts an
 # absent teach/: teach then verifies only the jobs it has no verdict for), KZ_LEARN_SEEN (40 training
 # tasks in the seen stage).
 set -euo pipefail

@@ -173,13 +173,29 @@ void apply(Builder& b, const ApiSpec& a) {
     shape_rule(k)(step);
     const bool stateful = !a.module.empty();
     if (stateful) {
-        std::string ctor = fill(a.module, subs);
-        b.init.push_back("self." + m + " = " + ctor);
+        // As KernelBench writes modules: the constructor takes the module's sizes as arguments
+        // (get_init_inputs gives their values), so a module's line is the same text in every draw of
+        // its API and a kernel writer copies names from the prompt, not numbers.
+        std::map<std::string, std::string> args = subs;
+        for (size_t i = a.module.find('{'); i != std::string::npos; i = a.module.find('{', i + 1)) {
+            const std::string key = a.module.substr(i + 1, a.module.find('}', i) - i - 1);
+            if (auto it = subs.find(key); it != subs.end()) args[key] = b.init_arg(key, it->second);
+        }
+        b.init.push_back("self." + m + " = " + fill(a.module, args));
         ++b.mods;
     }
     const Shape in_shape = b.shape;
     std::map<std::string, Operand> operands = operands_of(b, a, subs);
-    b.assign(fill(a.tmpl, subs), out);
+    // A reduction's or scan's dimension too (KernelBench's `self.dim = dim`): one argument per value.
+    std::map<std::string, std::string> written = subs;
+    std::string dim_attr;
+    if (a.tmpl.find("{dim}") != std::string::npos) {
+        const size_t known = b.init_args.size();
+        const std::string name = b.init_arg("dim", subs["dim"]);
+        if (b.init_args.size() > known) b.init.push_back("self." + name + " = " + name);
+        dim_attr = written["dim"] = "self." + name;
+    }
+    b.assign(fill(a.tmpl, written), out);
     ForwardStep& line = b.steps.back();
     line.is_op = true;
     line.in_shape = in_shape;
@@ -188,10 +204,17 @@ void apply(Builder& b, const ApiSpec& a) {
     for (const auto& [key, value] : subs)
         if (!line.operands.count(key) && key != "m" && key != "p") line.params[key] = value;
     if (stateful) line.module = "self." + m;
+    line.dim_attr = dim_attr;
     b.is_index = a.output == "index";
 }
 
 }  // namespace
+
+std::string init_signature(const std::vector<std::string>& args) {
+    std::string out = "self";
+    for (const auto& a : args) out += ", " + a;
+    return out;
+}
 
 std::string api_set_key(std::vector<std::string> apis) {
     std::sort(apis.begin(), apis.end());
@@ -263,6 +286,7 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     }
     t.output_shape = b.shape;
     t.init = b.init;
+    for (const auto& [name, value] : b.init_args) t.init_args.push_back(name);
     t.inputs = b.params;
     t.steps = b.steps;
     t.result = b.cur;
@@ -271,7 +295,7 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     for (size_t i = 0; i < t.apis.size(); ++i) chain += (i ? " -> " : "") + t.apis[i];
     src << "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
         << "class Model(nn.Module):\n    \"\"\"Symbolic task (level " << set.level << "): " << chain << ".\"\"\"\n\n"
-        << "    def __init__(self):\n        super().__init__()\n";
+        << "    def __init__(" << init_signature(t.init_args) << "):\n        super().__init__()\n";
     for (const auto& l : b.init) src << "        " << l << "\n";
     src << "\n    def forward(self";
     for (const auto& p : b.params) src << ", " << p;
@@ -279,7 +303,9 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     for (const auto& l : b.steps) src << "        " << l.output << " = " << l.expr << "\n";
     src << "        return " << b.cur << "\n\n\ndef get_inputs():\n    return [";
     for (size_t i = 0; i < b.input_exprs.size(); ++i) src << (i ? ", " : "") << b.input_exprs[i];
-    src << "]\n\n\ndef get_init_inputs():\n    return []\n";
+    src << "]\n\n\ndef get_init_inputs():\n    return [";
+    for (size_t i = 0; i < b.init_args.size(); ++i) src << (i ? ", " : "") << b.init_args[i].second;
+    src << "]\n";
     t.source = src.str();
     return t;
 }

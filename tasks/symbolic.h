@@ -53,6 +53,7 @@ struct ForwardStep {
     std::map<std::string, Operand> operands;    // operators: template key (x, y, z, d, target) -> value
     std::map<std::string, std::string> params;  // operators: the template's other substitutions
     std::string module;                         // operators with state: "self.m0"; else empty
+    std::string dim_attr;                       // operators over a dimension: "self.dim" (params: its value)
 };
 
 struct GeneratedTask {
@@ -62,10 +63,14 @@ struct GeneratedTask {
     // The operator graph behind the source: the constructor's lines, forward's parameters, its steps
     // in order, and the returned variable.
     std::vector<std::string> init;
+    std::vector<std::string> init_args;  // the constructor's parameters after self (get_init_inputs' order)
     std::vector<std::string> inputs;
     std::vector<ForwardStep> steps;
     std::string result;
 };
+
+// `self, a, b`: the parameter list of a constructor taking args.
+std::string init_signature(const std::vector<std::string>& args);
 
 // Composes the set into one forward: heavy operators first, elementwise and reductions next, index
 // outputs and losses last; reshapes inserted where an operator needs another rank. Throws

@@ -37,6 +37,8 @@ struct Builder {
     SizeProfile sizes;
     std::mt19937_64& rng;
     std::vector<std::string> init, input_exprs, params;
+    // The constructor's arguments (name, Python literal), get_init_inputs' values in order.
+    std::vector<std::pair<std::string, std::string>> init_args;
     std::vector<ForwardStep> steps;  // forward's lines, `output = expr` each
     std::string cur;                 // the running value
     Shape shape;                     // its shape (empty: 0-dim)
@@ -51,6 +53,19 @@ struct Builder {
         params.push_back(name);
         input_exprs.push_back(expr.empty() ? "torch.randn(" + shape_args(s) + ")" : expr);
         return name;
+    }
+    // The constructor argument standing for substitution `key` = value (a module's size, a dimension):
+    // `key` itself, or `key2`, `key3`, ... where an earlier operator took `key` with another value.
+    std::string init_arg(const std::string& key, const std::string& value) {
+        for (int n = 1;; ++n) {
+            const std::string name = n == 1 ? key : key + std::to_string(n);
+            auto it = std::find_if(init_args.begin(), init_args.end(), [&](const auto& a) { return a.first == name; });
+            if (it == init_args.end()) {
+                init_args.emplace_back(name, value);
+                return name;
+            }
+            if (it->second == value) return name;
+        }
     }
     // Adds a line `vN = expr` to forward, recorded as a layout step (apply() marks its operator line).
     void assign(const std::string& expr, Shape s) {

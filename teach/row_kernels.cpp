@@ -192,7 +192,9 @@ void write_row(const Group& g, Kernel& k, Code& fwd, const std::string& x) {
     const ForwardStep& a = *g.anchor;
     const int64_t rank = static_cast<int64_t>(a.in_shape.size());
     const int64_t d = a.kind == "norm_last" ? rank - 1 : std::stoll(a.params.at("dim"));
-    const std::string D = std::to_string(d), D1 = std::to_string(d + 1);
+    // The module's attribute where it has one, so that the launcher names what the prompt names.
+    const std::string D = a.dim_attr.empty() ? std::to_string(d) : a.dim_attr;
+    const std::string D1 = a.dim_attr.empty() ? std::to_string(d + 1) : a.dim_attr + " + 1";
     const RowShape shape = row_shape(a.api);
     load_input(g, fwd, x);
     fwd.add(2, "outer, R, inner = x.shape[:" + D + "].numel(), x.shape[" + D + "], x.shape[" + D1 + ":].numel()");

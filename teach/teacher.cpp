@@ -105,7 +105,8 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
     std::string src = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n";
     for (const auto& h : helpers) src += helper_source(h) + "\n\n";
     for (const auto& k : kernels) src += k + "\n\n";
-    src += "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n";
+    src += "class ModelNew(nn.Module):\n    def __init__(" + init_signature(task.init_args) +
+           "):\n        super().__init__()\n";
     for (const auto& l : task.init) src += "        " + l + "\n";
     src += "\n    def forward(self";
     for (const auto& p : task.inputs) src += ", " + p;

@@ -33,12 +33,12 @@ def kind(line):
         return "a kernel's name or parameters"
     if "_kernel[" in s:
         return "a kernel launch"
+    if s.startswith("def __init__") or s.startswith("self."):  # the signature, a module, self.dim = dim
+        return "a constructor argument"
     if s.startswith("def _"):
         return "a Triton helper function"
     if s.startswith("def forward"):
         return "forward's inputs"
-    if s.startswith("self.") and "nn." in s:
-        return "a constructor argument"
     if s.startswith("@triton.jit"):
         return "how many kernels"
     return "a kernel body or glue line"

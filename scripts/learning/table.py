@@ -99,8 +99,8 @@ def failure_counts(name, eval_dir):
 
 
 def constructor(source, cls):
-    """The statements of class cls's __init__ after super().__init__(), normalised (ast.unparse);
-    None when source is not valid Python or has no such class."""
+    """Class cls's __init__: its parameters, then its statements after super().__init__(), normalised
+    (ast.unparse); None when source is not valid Python or has no such class."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -109,8 +109,8 @@ def constructor(source, cls):
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and f.name == "__init__":
-                    return [ast.unparse(st) for st in f.body
-                            if not isinstance(st, ast.Pass) and "super()" not in ast.unparse(st)]
+                    body = [ast.unparse(st) for st in f.body if not isinstance(st, ast.Pass)]
+                    return [ast.unparse(f.args)] + [line for line in body if "super()" not in line]
             return []
     return None
 
@@ -164,7 +164,7 @@ def module_followed(name, eval_dir, tasks):
             hits[1] += 1
         launched = set(re.findall(r"\b(\w*kernel\w*)\[", source))
         launches_defined += bool(launched) and launched <= defined
-        if init:
+        if init is not None and len(init) > 1:  # parameters, then the submodules it builds
             built += 1
             copied += constructor(source, "ModelNew") == init
         n += 1

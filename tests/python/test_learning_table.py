@@ -1,6 +1,7 @@
 """scripts/learning/table.py, the learning experiment's summary (docs/LEARNING.md), on a run directory
 written here: its rows, its task-by-task comparison with arm A, the held-out tasks correct by the
-operator transitions the corpus teaches, and its pairing of C and B."""
+operator transitions the corpus teaches, and its pairing of C and B; and scripts/learning/seen.py's
+first line where a completion leaves the taught one."""
 import importlib.util
 import json
 import subprocess
@@ -9,11 +10,13 @@ import tempfile
 import unittest
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "learning" / "table.py"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "learning"
+SCRIPT = SCRIPTS / "table.py"
 
 
-def load_table():
-    spec = importlib.util.spec_from_file_location("learning_table", SCRIPT)
+def load_script(name):
+    """scripts/learning/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(f"learning_{name}", SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -46,14 +49,14 @@ def iteration(it, correct, evaluated=None):
 
 class LearningTable(unittest.TestCase):
     def test_exact_mcnemar(self):
-        t = load_table()
+        t = load_script("table")
         self.assertEqual(t.mcnemar(0, 0), 1.0)
         self.assertAlmostEqual(t.mcnemar(6, 0), 2 / 64)  # the doc's "6 gained, none lost is p = 0.03"
         self.assertAlmostEqual(t.mcnemar(1, 5), 2 * 7 / 64)
         self.assertEqual(t.mcnemar(3, 3), 1.0)
 
     def test_verdicts_by_status_count_kernels_launched_but_never_defined(self):
-        t = load_table()
+        t = load_script("table")
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
             self.assertIsNone(t.failure_counts("arm A", d))
@@ -68,16 +71,16 @@ class LearningTable(unittest.TestCase):
                              "arm A: runtime_error 3 (1 launch a kernel never defined), incorrect 2, correct 1")
 
     def test_completions_against_their_module(self):
-        t = load_table()
-        module = ("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
-                  "        super().__init__()\n        self.m0 = nn.Conv2d(16, 64, kernel_size=3, groups=4)\n\n"
+        t = load_script("table")
+        module = ("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self, c_in, c_out):\n"
+                  "        super().__init__()\n        self.m0 = nn.Conv2d(c_in, c_out, kernel_size=3, groups=4)\n\n"
                   "    def forward(self, a0):\n        return self.m0(a0).relu()\n")
 
-        def answer(kernels, launches, conv="nn.Conv2d(16, 64, kernel_size=3, groups=4)"):
+        def answer(kernels, launches, conv="nn.Conv2d(c_in, c_out, kernel_size=3, groups=4)", signature="self, c_in, c_out"):
             defs = "".join(f"@triton.jit\ndef {k}(x_ptr):\n    pass\n\n\n" for k in kernels)
             calls = "".join(f"        {k}[(1,)](x)\n" for k in launches)
             return (f"import torch.nn as nn\n\n\n{defs}class ModelNew(nn.Module):\n"
-                    f"    def __init__(self):\n        super().__init__()\n        self.m0 = {conv}\n\n"
+                    f"    def __init__({signature}):\n        super().__init__()\n        self.m0 = {conv}\n\n"
                     f"    def forward(self, a0):\n{calls}        return a0\n")
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +89,7 @@ class LearningTable(unittest.TestCase):
             write_jsonl(heldout / "manifest.jsonl", [{"file": "task_00000.py", "apis": ["conv2d", "relu", "tanh"]},
                                                      {"file": "task_00001.py", "apis": ["bmm", "softmax"]}])
             (heldout / "task_00000.py").write_text(module)
-            (heldout / "task_00001.py").write_text(module.replace("self.m0 = nn.Conv2d(16, 64, kernel_size=3, "
+            (heldout / "task_00001.py").write_text(module.replace("self.m0 = nn.Conv2d(c_in, c_out, kernel_size=3, "
                                                                   "groups=4)", "pass"))
             tasks = t.held_out_tasks(d)
             self.assertIsNone(t.module_followed("arm A", d / "arm-A", tasks))
@@ -96,17 +99,20 @@ class LearningTable(unittest.TestCase):
                 # A training task's constructor, and a launch of a kernel never defined.
                 ("task_00000", 1, answer(["conv2d_kernel", "relu_kernel"], ["conv2d_kernel", "tanh_kernel"],
                                          conv="nn.Conv2d(48, 48, kernel_size=3, groups=48)")),
+                # Every kernel and launch, the module's line, but a constructor without its arguments.
+                ("task_00000", 2, answer(["conv2d_kernel", "relu_kernel", "tanh_kernel"],
+                                         ["conv2d_kernel", "relu_kernel", "tanh_kernel"], signature="self")),
                 # baddbmm is not bmm; softmax's kernel a repeat's name; no constructor to copy.
                 ("task_00001", 0, answer(["baddbmm_kernel", "softmax_kernel_2"], ["softmax_kernel_2"]))]
             write_jsonl(d / "arm-A" / "jobs.jsonl", [{"id": f"heldout/{task}#{s}", "candidate": source}
                                                      for task, s, source in candidates])
-            # The fourth completion gave bench no file (a format error): it has no job.
+            # The fifth completion gave bench no file (a format error): it has no job.
             write_jsonl(d / "arm-A" / "completions.jsonl", [{"task": f"heldout/{task}", "sample": s} for task, s in
-                                                            [("task_00000", 0), ("task_00000", 1), ("task_00001", 0),
-                                                             ("task_00001", 1)]])
+                                                            [("task_00000", 0), ("task_00000", 1), ("task_00000", 2),
+                                                             ("task_00001", 0), ("task_00001", 1)]])
             self.assertEqual(t.module_followed("arm A", d / "arm-A", tasks),
-                             "arm A: operator 1 2/4, 2 3/4, 3 1/2; launch only kernels they define 2/4; "
-                             "constructor as the module's 1/2")
+                             "arm A: operator 1 3/5, 2 4/5, 3 2/3; launch only kernels they define 3/5; "
+                             "constructor as the module's 1/3")
 
     def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -143,6 +149,29 @@ class LearningTable(unittest.TestCase):
         # Iterations both ran (1-2), not C's third.
         self.assertIn("Seed 1, C against B on the same draws (iterations 1-2): correct samples 71 against 70 "
                       "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
+
+
+
+class LearningSeen(unittest.TestCase):
+    def test_first_difference_and_what_it_decides(self):
+        s = load_script("seen")
+        want = ["class ModelNew(nn.Module):", "    def __init__(self, c_in, c_out, dim):",
+                "        self.m0 = nn.Conv2d(c_in, c_out, kernel_size=3)", "        self.dim = dim"]
+        self.assertIsNone(s.first_difference(want, list(want)))
+        self.assertEqual(s.first_difference(want, want[:1] + ["    def __init__(self):"] + want[2:]),
+                         (1, want[1], "    def __init__(self):"))
+        self.assertEqual(s.first_difference(want, want[:3]), (3, want[3], "<end>"))
+        self.assertEqual(s.kind(want[1]), "a constructor argument")
+        self.assertEqual(s.kind(want[2]), "a constructor argument")
+        self.assertEqual(s.kind(want[3]), "a constructor argument")
+        self.assertEqual(s.kind("def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):"),
+                         "a kernel's name or parameters")
+        self.assertEqual(s.kind("        relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)"),
+                         "a kernel launch")
+        self.assertEqual(s.kind("    def forward(self, a0, a1):"), "forward's inputs")
+        self.assertEqual(s.kind("        outer, R, inner = x.shape[:self.dim].numel(), x.shape[self.dim], 1"),
+                         "a kernel body or glue line")
+
 
 
 if __name__ == "__main__":

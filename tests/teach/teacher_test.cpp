@@ -8,6 +8,7 @@
 
 #include "tasks/api_catalog.h"
 #include "tasks/symbolic.h"
+#include "tasks/symbolic_builder.h"
 #include "teach/teacher.h"
 
 namespace {
@@ -76,6 +77,60 @@ TEST(Teacher, NaiveWritesAKernelPerOperatorAndFusedFusesAroundAnAnchor) {
     EXPECT_EQ(count(fused.source, "_kernel[("), 2) << "launches in forward";
     EXPECT_NE(fused.source.find("class ModelNew(nn.Module)"), std::string::npos);
     EXPECT_NE(fused.source.find("self.m0 = nn.Linear("), std::string::npos) << "the reference's parameters by name";
+}
+
+TEST(Teacher, ModulesTakeTheirSizesAsConstructorArgumentsAsKernelBenchWritesThem) {
+    // conv2d's line is one text in every draw: the numbers are get_init_inputs' values.
+    std::set<std::string> lines, values;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+        kz::GeneratedTask t = task_of({"conv2d", "relu"}, 2, seed);
+        ASSERT_EQ(t.init.size(), 1u);
+        EXPECT_EQ(t.init_args, (std::vector<std::string>{"c_in", "c_out", "kernel", "stride", "padding"}));
+        lines.insert(t.init[0]);
+        const size_t at = t.source.find("def get_init_inputs():\n    return [");
+        ASSERT_NE(at, std::string::npos) << t.source;
+        values.insert(t.source.substr(at, t.source.find(']', at) - at));
+        EXPECT_NE(t.source.find("    def __init__(self, c_in, c_out, kernel, stride, padding):\n"), std::string::npos);
+        kz::TeacherCandidate c = kz::teach_triton(t, kz::TeacherQuality::naive);
+        ASSERT_TRUE(c.written);
+        EXPECT_NE(
+            c.source.find("    def __init__(self, c_in, c_out, kernel, stride, padding):\n        super().__init__()\n"
+                          "        " +
+                          t.init[0] + "\n"),
+            std::string::npos)
+            << c.source;
+    }
+    EXPECT_EQ(lines, (std::set<std::string>{
+                         "self.m0 = nn.Conv2d(c_in, c_out, kernel_size=kernel, stride=stride, padding=padding)"}));
+    EXPECT_GT(values.size(), 1u) << "the sizes still vary between draws";
+    // A dimension is an argument too, and the teacher's launcher names it.
+    kz::GeneratedTask rows = task_of({"relu", "softmax"}, 1);
+    EXPECT_EQ(rows.init_args, (std::vector<std::string>{"dim"}));
+    EXPECT_NE(rows.source.find("    def __init__(self, dim):\n        super().__init__()\n        self.dim = dim\n"),
+              std::string::npos)
+        << rows.source;
+    EXPECT_NE(rows.source.find(", dim=self.dim)"), std::string::npos) << rows.source;
+    kz::TeacherCandidate c = kz::teach_triton(rows, kz::TeacherQuality::fused);
+    ASSERT_TRUE(c.written);
+    EXPECT_NE(c.source.find("x.shape[:self.dim].numel(), x.shape[self.dim], x.shape[self.dim + 1:].numel()"),
+              std::string::npos)
+        << c.source;
+    // Without a module or a dimension, no arguments.
+    EXPECT_TRUE(task_of({"relu", "exp"}, 1).init_args.empty());
+    EXPECT_NE(task_of({"relu", "exp"}, 1).source.find("def __init__(self):"), std::string::npos);
+}
+
+TEST(Teacher, AConstructorArgumentTakenWithAnotherValueIsNumbered) {
+    std::mt19937_64 rng(1);
+    kz::symbolic::Builder b(kz::SizeProfile::small, rng);
+    EXPECT_EQ(b.init_arg("kernel", "3"), "kernel");
+    EXPECT_EQ(b.init_arg("kernel", "3"), "kernel") << "one argument for one value";
+    EXPECT_EQ(b.init_arg("kernel", "5"), "kernel2");
+    EXPECT_EQ(b.init_arg("stride", "1"), "stride");
+    EXPECT_EQ(b.init_arg("kernel", "5"), "kernel2");
+    EXPECT_EQ(b.init_arg("kernel", "7"), "kernel3");
+    using Arg = std::pair<std::string, std::string>;
+    EXPECT_EQ(b.init_args, (std::vector<Arg>{{"kernel", "3"}, {"kernel2", "5"}, {"stride", "1"}, {"kernel3", "7"}}));
 }
 
 TEST(Teacher, AConvolutionTakesItsEpilogue) {
