@@ -12,7 +12,8 @@
 #   scripts/learning_experiment.sh seen             the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught
 #   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
-#   scripts/learning_experiment.sh table            the summary table (markdown) of what has run
+#   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
+#                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
 # from the training pool; D CA-GRPO with the frontier and the Proposer (co-evolution).
 # Environment: KZ_BIN (build-gpu/kernelzero), KZ_LEARN_DIR (runs/learning), KZ_LEARN_DRAWS (2400 teacher
@@ -32,7 +33,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen | arm B|C|D SEED | table}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen | arm B|C|D SEED | table [BASE]}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
@@ -114,7 +115,8 @@ arm)
   "$BIN" report "$run" > /dev/null
   ;;
 table)
-  python3 "$ROOT/scripts/learning/table.py" "$DIR"
+  # A second argument: another run's directory whose arm A this one's is compared with, task by task.
+  python3 "$ROOT/scripts/learning/table.py" "$DIR" ${2:+"$2"}
   ;;
 *)
   echo "unknown stage $stage (corpus, sft, sampled, seen, arm, table)" >&2

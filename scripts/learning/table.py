@@ -10,7 +10,10 @@ follow the module (the operators' kernels, launches, the constructor), C against
 draws at each seed both ran, and each arm's mean and range over its seeds at the end (the seed
 spread).
 
-Usage: python3 table.py LEARN_DIR"""
+With a second directory, BASELINE_DIR (another run's, of the same held-out tasks: another SFT, or a
+corpus of the same seed from another generator), arm A is also compared with its arm A task by task.
+
+Usage: python3 table.py LEARN_DIR [BASELINE_DIR]"""
 import ast
 import json
 import math
@@ -192,9 +195,10 @@ def mcnemar(gained, lost):
     return min(1.0, 2 * tail)
 
 
-def against_a(name, iteration, end, start):
-    """An arm's last evaluation against arm A on the same held-out tasks, paired: the tasks each got
-    that the other did not. Far more sensitive than the two intervals of the table's row."""
+def against(label, end, start):
+    """One evaluation against another on the same held-out tasks, paired: the tasks each got that the
+    other did not, as 'label, task by task: pass +3 -1 (exact McNemar p = 0.62); fast_1 ...'. Far more
+    sensitive than the two intervals of the table's rows."""
     if end is None or start is None:
         return None
     parts = []
@@ -202,7 +206,7 @@ def against_a(name, iteration, end, start):
         gained = sum(end[t][k] and not start[t][k] for t in end if t in start)
         lost = sum(start[t][k] and not end[t][k] for t in end if t in start)
         parts.append(f"{what} +{gained} -{lost} (exact McNemar p = {mcnemar(gained, lost):.2f})")
-    return f"{name} at iteration {iteration} against A, task by task: " + "; ".join(parts) + "."
+    return f"{label}, task by task: " + "; ".join(parts) + "."
 
 
 TRANSITION_CLASSES = ("every", "some", "none")
@@ -267,7 +271,12 @@ def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
 
 
 def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: table.py LEARN_DIR [BASELINE_DIR]")
     d = Path(sys.argv[1])
+    baseline = Path(sys.argv[2]) if len(sys.argv) == 3 else None
+    if baseline is not None and outcomes(baseline / "arm-A") is None:
+        sys.exit(f"{baseline / 'arm-A' / 'verdicts.jsonl'} is missing: the baseline has no arm A to compare with")
     a = d / "arm-A" / "metrics.json"
     if not a.exists():
         sys.exit(f"{a} is missing: run the sft stage first")
@@ -314,7 +323,7 @@ def main():
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
         end_outcomes = outcomes(run / "eval" / ("iter-%06d" % last))
-        pairs.append(against_a(run.name, last, end_outcomes, start_outcomes))
+        pairs.append(against(f"{run.name} at iteration {last} against A", end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
         by_status.append(failure_counts(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last)))
         by_module.append(module_followed(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last), tasks))
@@ -332,6 +341,11 @@ def main():
         o = json.loads(seen.read_text())["overall"]
         print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
               f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
+    if baseline is not None:
+        print(against(f"Arm A against {baseline}'s arm A", start_outcomes, outcomes(baseline / "arm-A")))
+        line = module_followed(f"{baseline}'s arm A", baseline / "arm-A", held_out_tasks(baseline))
+        if line:
+            print(f"Its completions against their module: {line}.")
     for line in pairs:
         if line:
             print(line)

@@ -151,6 +151,22 @@ class LearningTable(unittest.TestCase):
                       "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
 
 
+    def test_arm_a_against_another_runs_arm_a(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d, base = Path(tmp) / "run", Path(tmp) / "base"
+            (d / "arm-A").mkdir(parents=True)
+            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(3, 1)}))
+            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1, 2}, fast={0}))
+            run = [sys.executable, str(SCRIPT), str(d), str(base)]
+            missing = subprocess.run(run, capture_output=True, text=True)
+            self.assertNotEqual(missing.returncode, 0)
+            self.assertIn("the baseline has no arm A", missing.stderr)
+            # The baseline passed tasks 0 and 3: this A gains 1 and 2, loses 3; fast_1 gains 0.
+            write_jsonl(base / "arm-A" / "verdicts.jsonl", verdicts({0, 3}))
+            out = subprocess.run(run, capture_output=True, text=True, check=True)
+        self.assertIn(f"Arm A against {base}'s arm A, task by task: pass +2 -1 (exact McNemar p = 1.00); "
+                      f"fast_1 +1 -0 (exact McNemar p = 1.00).", out.stdout.splitlines())
+
 
 class LearningSeen(unittest.TestCase):
     def test_first_difference_and_what_it_decides(self):
