@@ -130,10 +130,14 @@ def held_out_tasks(d):
     return {Path(t["file"]).stem: (t["apis"], built(manifest.parent / t["file"])) for t in jsonl(manifest)}
 
 
+# The end of a kernel's name as the teacher writes it: '_kernel', a repeat's '_kernel_2'.
+KERNEL_SUFFIX = re.compile(r"_kernel(_\d+)?$")
+
+
 def names_operator(kernel, api):
     """Whether a kernel's name is the teacher's name for a kernel computing api: its operators joined
     by '_' then '_kernel' ('relu_kernel', 'bmm_logsigmoid_kernel'), a repeat suffixed '_2'."""
-    stem = re.sub(r"_kernel(_\d+)?$", "", kernel)
+    stem = KERNEL_SUFFIX.sub("", kernel)
     return f"_{api}_" in f"_{stem}_"
 
 
@@ -160,7 +164,7 @@ def module_followed(name, eval_dir, tasks):
         apis, init = task
         source = candidates.get(f"{c['task']}#{c.get('sample', 0)}", "")
         defined = set(re.findall(r"^def (\w+)\(", source, re.M))
-        kernels = [k for k in defined if re.search(r"_kernel(_\d+)?$", k)]
+        kernels = [k for k in defined if KERNEL_SUFFIX.search(k)]
         for i, api in enumerate(apis):
             hits = named.setdefault(i, [0, 0])
             hits[0] += any(names_operator(k, api) for k in kernels)
@@ -275,7 +279,8 @@ def main():
         sys.exit("usage: table.py LEARN_DIR [BASELINE_DIR]")
     d = Path(sys.argv[1])
     baseline = Path(sys.argv[2]) if len(sys.argv) == 3 else None
-    if baseline is not None and outcomes(baseline / "arm-A") is None:
+    baseline_outcomes = outcomes(baseline / "arm-A") if baseline is not None else None
+    if baseline is not None and baseline_outcomes is None:
         sys.exit(f"{baseline / 'arm-A' / 'verdicts.jsonl'} is missing: the baseline has no arm A to compare with")
     a = d / "arm-A" / "metrics.json"
     if not a.exists():
@@ -322,11 +327,12 @@ def main():
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
-        end_outcomes = outcomes(run / "eval" / ("iter-%06d" % last))
+        last_eval = run / "eval" / ("iter-%06d" % last)
+        end_outcomes = outcomes(last_eval)
         pairs.append(against(f"{run.name} at iteration {last} against A", end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
-        by_status.append(failure_counts(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last)))
-        by_module.append(module_followed(f"{run.name} at iteration {last}", run / "eval" / ("iter-%06d" % last), tasks))
+        by_status.append(failure_counts(f"{run.name} at iteration {last}", last_eval))
+        by_module.append(module_followed(f"{run.name} at iteration {last}", last_eval, tasks))
         ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
     # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
     print()
@@ -342,7 +348,7 @@ def main():
         print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
               f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
     if baseline is not None:
-        print(against(f"Arm A against {baseline}'s arm A", start_outcomes, outcomes(baseline / "arm-A")))
+        print(against(f"Arm A against {baseline}'s arm A", start_outcomes, baseline_outcomes))
         line = module_followed(f"{baseline}'s arm A", baseline / "arm-A", held_out_tasks(baseline))
         if line:
             print(f"Its completions against their module: {line}.")
