@@ -143,8 +143,8 @@ def names_operator(kernel, api):
 
 def module_followed(name, eval_dir, tasks):
     """How closely an evaluation's candidates (the files bench extracted from the completions,
-    jobs.jsonl) follow their module, as 'name: operator 1 93/100, 2 75/100, 3 31/47; launch only
-    kernels they define 44/100; constructor as the module's 5/67': per position in the operator
+    jobs.jsonl) follow their module, as 'name: operator 1 k/n, 2 k/n, ...; launch only kernels they
+    define k/n; constructor as the module's k/m': per position in the operator
     chain, the completions defining a kernel named for that operator; those whose every launch (a
     name holding 'kernel' before '[') is of a kernel they define; and, of the tasks whose Model builds
     submodules, those whose ModelNew builds them with the same arguments (the constants a Coder must
