@@ -20,6 +20,7 @@ struct TeachArgs {
     std::vector<int> levels = {1, 2};
     std::vector<std::string> qualities = {"naive", "fused"};
     int count = 200, workers = 0, validation_workers = 2;
+    double fused_share = -1;
     uint64_t seed = 0;
     bool no_verify = false, as_json = false, no_progress = false, each_api = false, supported_only = false;
 };
@@ -53,6 +54,7 @@ int run_teach(const TeachArgs& a) {
     o.levels = a.levels;
     o.each_api = a.each_api;
     o.supported_only = a.supported_only;
+    o.fused_share = a.fused_share;
     o.sizes = a.sizes == "small" ? SizeProfile::small : SizeProfile::typical;
     o.qualities.clear();
     try {
@@ -115,10 +117,15 @@ Runner add_teach(CLI::App& app) {
     cmd->add_option("--sizes", a->sizes, "Task sizes")
         ->check(CLI::IsMember({"typical", "small"}))
         ->capture_default_str();
-    cmd->add_option("--quality", a->qualities, "Qualities to write")
-        ->delimiter(',')
-        ->check(CLI::IsMember({"naive", "fused"}))
-        ->capture_default_str();
+    auto* quality = cmd->add_option("--quality", a->qualities, "Qualities to write")
+                        ->delimiter(',')
+                        ->check(CLI::IsMember({"naive", "fused"}))
+                        ->capture_default_str();
+    cmd->add_option("--fused-share", a->fused_share,
+                    "One candidate per task instead, the fused one for this share of the tasks (by a hash of the "
+                    "seed and the task's name), the naive one for the rest: a corpus run, which trains on one")
+        ->check(CLI::Range(0.0, 1.0))
+        ->excludes(quality);
     cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto (validation and verification)")
         ->capture_default_str();
     add_workers_option(cmd, a->workers, "Verifier lanes");

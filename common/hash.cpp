@@ -16,4 +16,9 @@ std::string sha256_hex(const std::string& data) {
     return out;
 }
 
+double unit_hash(const std::string& key) {
+    return static_cast<double>(std::stoull(sha256_hex(key).substr(0, 13), nullptr, 16)) /
+           static_cast<double>(1ULL << 52);
+}
+
 }  // namespace kz

@@ -41,8 +41,10 @@ corpus)
     tar xJf "$KZ_LEARN_TEACH_ARCHIVE" -C "$DIR" 2>/dev/null || python3 -m tarfile -e "$KZ_LEARN_TEACH_ARCHIVE" "$DIR"
     [[ -d $DIR/teach ]] || { echo "$KZ_LEARN_TEACH_ARCHIVE holds no teach/ directory" >&2; exit 2; }
   fi
+  # One candidate per task, a quarter of them fused (the corpus's mix): the corpus trains on one.
   "$BIN" teach --out "$DIR/teach" --count "${KZ_LEARN_DRAWS:-2400}" --seed 1 --supported-only --sizes $SIZES \
-    --device "$DEV" --workers "${KZ_LEARN_LANES:-12}" --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
+    --fused-share 0.25 --device "$DEV" --workers "${KZ_LEARN_LANES:-12}" \
+    --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
   # Held out at level 2 only: every operator is taught alone, the evaluation asks for new compositions.
   "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2 --heldout-max-apis "${KZ_LEARN_HELDOUT_MAX_APIS:-3}"
   # The pool is imported (each task validated again) once per corpus: a re-run that leaves the corpus

@@ -22,13 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// A number in [0, 1) fixed by `key` alone: the split and the quality choice do not depend on the
-// order of the draws or on the machine.
-double unit_hash(const std::string& key) {
-    return static_cast<double>(std::stoull(sha256_hex(key).substr(0, 13), nullptr, 16)) /
-           static_cast<double>(1ULL << 52);
-}
-
 struct Task {
     std::string name, key, source;
     std::vector<std::string> apis;

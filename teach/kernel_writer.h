@@ -23,6 +23,9 @@ struct Group {
     // the group's input instead, so that they do not split it: "(1, 512)" for `v.reshape(1, 512)`.
     std::vector<std::string> views;
     std::string output;  // the variable the group's result is: its last operator's or view's
+    // The module's forward lines the group computes, in order (`v2 = self.m0(v1)`): the kernel and
+    // its launch carry them as comments, so that each kernel names the line it replaces.
+    std::vector<std::string> lines;
     bool empty() const { return pre.empty() && !anchor; }
     const ForwardStep& first() const { return pre.empty() ? *anchor : *pre.front(); }
     const ForwardStep& last() const { return !post.empty() ? *post.back() : anchor ? *anchor : *pre.back(); }

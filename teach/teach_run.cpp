@@ -53,7 +53,12 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         GeneratedTask task = generate_task(catalog, set, opts.sizes, rng);
         d.apis = task.apis;
         std::map<std::string, TeacherCandidate> written;
-        for (TeacherQuality q : opts.qualities) {
+        std::vector<TeacherQuality> qualities = opts.qualities;
+        if (opts.fused_share >= 0)
+            qualities = {unit_hash("quality:" + std::to_string(opts.seed) + ":" + d.name) < opts.fused_share
+                             ? TeacherQuality::fused
+                             : TeacherQuality::naive};
+        for (TeacherQuality q : qualities) {
             TeacherCandidate c = teach_triton(task, q);
             if (!c.written) {
                 d.unsupported = c.unsupported;
@@ -157,6 +162,7 @@ nlohmann::json teach_summary(const std::vector<TeachDraw>& draws, const std::vec
         if (!d.valid) continue;
         ++l.valid;
         for (TeacherQuality q : qualities) {
+            if (!d.kernels.count(quality_name(q))) continue;
             Tally& t = l.by_quality[quality_name(q)];
             ++t.written;
             auto it = verdicts.find(std::string(quality_name(q)) + "/" + d.name);
@@ -184,7 +190,7 @@ nlohmann::json teach_summary(const std::vector<TeachDraw>& draws, const std::vec
                 {"correct", t.correct},
                 {"fast_1", t.fast_1},
                 {"geomean_speedup", t.timed ? nlohmann::json(std::exp(t.log_speedup / t.timed)) : nlohmann::json()},
-                {"coverage", l.valid ? static_cast<double>(t.correct) / l.valid : 0.0}};
+                {"coverage", t.written ? static_cast<double>(t.correct) / t.written : 0.0}};
         }
         out["levels"][std::to_string(level)] = j;
     }

@@ -1,7 +1,8 @@
 // `kernelzero teach`: the teacher over a stream of the symbolic generator's draws, each candidate
 // judged by the verifier. Writes, under the output directory:
 //   tasks/NAME.py              every valid task the teacher writes (KernelBench format)
-//   <quality>/NAME.py          its candidate of each quality (naive/, fused/)
+//   <quality>/NAME.py          its candidate of each quality (naive/, fused/), or of the one quality
+//                              TeachOptions::fused_share chose for it
 //   draws.jsonl                one line per draw: name, level, apis, unsupported operator or
 //                              validity (and why not), kernels per quality
 //   jobs.jsonl                 the verifier's jobs (verify --jobs format), id "<quality>/NAME"
@@ -34,6 +35,10 @@ struct TeachOptions {
     std::vector<int> levels = {1, 2};
     SizeProfile sizes = SizeProfile::typical;
     std::vector<TeacherQuality> qualities = {TeacherQuality::naive, TeacherQuality::fused};
+    // At or above 0: one candidate per task instead of one per quality, the fused one for this share
+    // of the tasks (by a hash of the seed and the task's name) and the naive one for the rest. A corpus
+    // trains on one candidate per task, and verifying the other would cost it ~40% more device time.
+    double fused_share = -1;
     // Instead of sampled sets: one level-1 task per catalog API the teacher supports (count ignored),
     // so that every operator it writes is exercised.
     bool each_api = false;
@@ -63,7 +68,8 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
 // missing or partial: the jobs without a verdict count as unverified):
 // {"levels": {"1": {"drawn", "teacher_families", "valid", "<quality>": {"written", "verified",
 //   "correct", "fast_1", "geomean_speedup", "coverage"}}}, "unsupported": {api: draws}, "families"}
-// coverage = correct / valid: the share of valid draws in the teacher's families it writes correctly.
+// coverage = correct / written: the share of the valid draws given a candidate of that quality that
+// the teacher writes correctly (every valid draw, unless TeachOptions::fused_share chose one quality).
 nlohmann::json teach_summary(const std::vector<TeachDraw>& draws, const std::vector<TeacherQuality>& qualities,
                              const std::string& verdicts_path);
 

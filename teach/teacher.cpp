@@ -51,6 +51,11 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
     auto flush = [&] {
         if (g.empty()) return;
         Kernel k{kernel_name(g, names), {}, {}, {}, helpers, {}, 0};
+        std::string comment;
+        for (const auto& l : g.lines) {
+            comment += "# " + l + "\n";
+            fwd.add(2, "# " + l);
+        }
         if (g.anchor && family_of(*g.anchor) == Family::matmul)
             write_matmul(g, k, fwd);
         else if (g.anchor && family_of(*g.anchor) == Family::conv)
@@ -60,7 +65,7 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
         else
             write_elementwise(g, k, fwd, operand_name(g.first(), "x"));
         fwd.add(2, g.output + " = out");
-        kernels.push_back(k.source());
+        kernels.push_back(comment + k.source());
         g = Group{};
     };
     for (const ForwardStep& s : task.steps) {
@@ -70,6 +75,7 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
                               std::none_of(g.pre.begin(), g.pre.end(), [](auto* p) { return p->api == "bias_add"; });
             if (view) {
                 g.views.push_back(s.expr.substr(reshape.size()));
+                g.lines.push_back(s.output + " = " + s.expr);
                 g.output = s.output;
                 continue;
             }
@@ -95,6 +101,7 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
             case Family::unsupported: throw std::logic_error("unsupported operator past the check");
         }
         g.output = s.output;
+        g.lines.push_back(s.output + " = " + s.expr);
         if (!fused) flush();
     }
     flush();

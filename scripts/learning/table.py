@@ -118,16 +118,49 @@ def constructor(source, cls):
     return None
 
 
+def normalised(line):
+    """A line of Python as ast.unparse writes it; None when it is not a statement."""
+    try:
+        return ast.unparse(ast.parse(line))
+    except SyntaxError:
+        return None
+
+
+def forward_lines(source):
+    """Model.forward's statements before its return, normalised (ast.unparse): the lines the teacher's
+    kernels name in their comments. Empty when source has no such method."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "forward":
+                    return [ast.unparse(st) for st in f.body if not isinstance(st, ast.Return)]
+    return []
+
+
 def held_out_tasks(d):
     """Per held-out task (its file's stem): its operators in the order its forward applies them
-    (corpus/heldout/manifest.jsonl) and its Model's constructor (constructor(); None without its
-    file). None without the corpus under d."""
+    (corpus/heldout/manifest.jsonl), its Model's constructor (constructor(); None without its file)
+    and its forward's lines (forward_lines()). None without the corpus under d."""
     manifest = d / "corpus" / "heldout" / "manifest.jsonl"
     if not manifest.exists():
         return None
-    def built(path):
-        return constructor(path.read_text(), "Model") if path.exists() else None
-    return {Path(t["file"]).stem: (t["apis"], built(manifest.parent / t["file"])) for t in jsonl(manifest)}
+    tasks = {}
+    for t in jsonl(manifest):
+        path = manifest.parent / t["file"]
+        source = path.read_text() if path.exists() else None
+        tasks[Path(t["file"]).stem] = (t["apis"], None if source is None else constructor(source, "Model"),
+                                       forward_lines(source or ""))
+    return tasks
+
+
+def in_order(lines, within):
+    """Whether lines are distinct lines of within, in within's order."""
+    rest = iter(within)
+    return all(any(line == w for w in rest) for line in lines)
 
 
 # The end of a kernel's name as the teacher writes it: '_kernel', a repeat's '_kernel_2'.
@@ -143,26 +176,31 @@ def names_operator(kernel, api):
 
 def module_followed(name, eval_dir, tasks):
     """How closely an evaluation's candidates (the files bench extracted from the completions,
-    jobs.jsonl) follow their module, as 'name: operator 1 k/n, 2 k/n, ...; launch only kernels they
-    define k/n; constructor as the module's k/m': per position in the operator
-    chain, the completions defining a kernel named for that operator; those whose every launch (a
-    name holding 'kernel' before '[') is of a kernel they define; and, of the tasks whose Model builds
+    jobs.jsonl) follow their module, as 'name: module lines above the kernels k/n; operator 1 k/n,
+    2 k/n, ...; launch only kernels they define k/n; constructor as the module's k/m': the
+    completions whose kernels are headed by the module's forward lines, as the teacher's are (each
+    top-level comment a line of it, in its order; at least one); per position in the operator chain,
+    the completions defining a kernel named for that operator; those whose every launch (a name
+    holding 'kernel' before '[') is of a kernel they define; and, of the tasks whose Model builds
     submodules, those whose ModelNew builds them with the same arguments (the constants a Coder must
     copy from the prompt: channels, groups, sizes). A completion bench could not extract a file from
     follows nothing. A Coder that reads the module writes its first operator's kernel; one that
-    composes keeps to the chain after it, launches what it wrote and copies the constructor. None
-    without completions or the corpus."""
+    composes keeps to the chain after it, launches what it wrote and copies the constructor; the
+    comments tell a chain copied wrong from one copied right and then written wrong. None without
+    completions or the corpus."""
     completions, jobs = eval_dir / "completions.jsonl", eval_dir / "jobs.jsonl"
     if tasks is None or not completions.exists():
         return None
     candidates = {j["id"]: j["candidate"] for j in jsonl(jobs)} if jobs.exists() else {}
-    named, launches_defined, built, copied, n = {}, 0, 0, 0, 0
+    named, headed, launches_defined, built, copied, n = {}, 0, 0, 0, 0, 0
     for c in jsonl(completions):
         task = tasks.get(c["task"].split("/")[-1])
         if task is None:
             continue
-        apis, init = task
+        apis, init, lines = task
         source = candidates.get(f"{c['task']}#{c.get('sample', 0)}", "")
+        comments = [normalised(m) for m in re.findall(r"^# (.*)$", source, re.M)]
+        headed += bool(comments) and in_order(comments, lines)
         defined = set(re.findall(r"^def (\w+)\(", source, re.M))
         kernels = [k for k in defined if KERNEL_SUFFIX.search(k)]
         for i, api in enumerate(apis):
@@ -176,8 +214,8 @@ def module_followed(name, eval_dir, tasks):
             copied += constructor(source, "ModelNew") == init
         n += 1
     per_position = ", ".join(f"{i + 1} {k}/{m}" for i, (k, m) in sorted(named.items()))
-    return (f"{name}: operator {per_position}; launch only kernels they define {launches_defined}/{n}; "
-            f"constructor as the module's {copied}/{built}")
+    return (f"{name}: module lines above the kernels {headed}/{n}; operator {per_position}; "
+            f"launch only kernels they define {launches_defined}/{n}; constructor as the module's {copied}/{built}")
 
 
 def outcomes(eval_dir):
@@ -202,9 +240,13 @@ def mcnemar(gained, lost):
 def against(label, end, start):
     """One evaluation against another on the same held-out tasks, paired: the tasks each got that the
     other did not, as 'label, task by task: pass +3 -1 (exact McNemar p = 0.62); fast_1 ...'. Far more
-    sensitive than the two intervals of the table's rows."""
+    sensitive than the two intervals of the table's rows. Where the two evaluated other tasks (another
+    run's corpus), over the tasks both have, and it says so."""
     if end is None or start is None:
         return None
+    common = sum(t in start for t in end)
+    if common != len(end) or common != len(start):
+        label += f" on the {common} tasks both evaluated (of {len(end)} and {len(start)})"
     parts = []
     for k, what in ((0, "pass"), (1, "fast_1")):
         gained = sum(end[t][k] and not start[t][k] for t in end if t in start)
@@ -361,8 +403,9 @@ def main():
     if by_status[0]:
         print("Held-out verdicts by status: " + "; ".join(line for line in by_status if line) + ".")
     if by_module[0]:
-        print("Held-out completions against their module (a kernel named for the operator at each position "
-              "of its chain; launches; constructor): " + "; ".join(line for line in by_module if line) + ".")
+        print("Held-out completions against their module (the module's lines heading the kernels; a kernel "
+              "named for the operator at each position of its chain; launches; constructor): "
+              + "; ".join(line for line in by_module if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
         if arm == "C" and ("B", seed) in correct:
             line = paired(seed, c, correct[("B", seed)])

@@ -74,10 +74,13 @@ class LearningTable(unittest.TestCase):
         t = load_script("table")
         module = ("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self, c_in, c_out):\n"
                   "        super().__init__()\n        self.m0 = nn.Conv2d(c_in, c_out, kernel_size=3, groups=4)\n\n"
-                  "    def forward(self, a0):\n        return self.m0(a0).relu()\n")
+                  "    def forward(self, a0):\n        v1 = self.m0(a0)\n        v2 = torch.relu(v1)\n"
+                  "        v3 = torch.tanh(v2)\n        return v3\n")
 
-        def answer(kernels, launches, conv="nn.Conv2d(c_in, c_out, kernel_size=3, groups=4)", signature="self, c_in, c_out"):
-            defs = "".join(f"@triton.jit\ndef {k}(x_ptr):\n    pass\n\n\n" for k in kernels)
+        def answer(kernels, launches, conv="nn.Conv2d(c_in, c_out, kernel_size=3, groups=4)", signature="self, c_in, c_out",
+                   comments=None):
+            heads = comments or [""] * len(kernels)
+            defs = "".join(f"{h}@triton.jit\ndef {k}(x_ptr):\n    pass\n\n\n" for h, k in zip(heads, kernels))
             calls = "".join(f"        {k}[(1,)](x)\n" for k in launches)
             return (f"import torch.nn as nn\n\n\n{defs}class ModelNew(nn.Module):\n"
                     f"    def __init__({signature}):\n        super().__init__()\n        self.m0 = {conv}\n\n"
@@ -94,14 +97,23 @@ class LearningTable(unittest.TestCase):
             tasks = t.held_out_tasks(d)
             self.assertIsNone(t.module_followed("arm A", d / "arm-A", tasks))
             candidates = [
-                # Every operator's kernel (two fused), launched as defined, the constructor as the module's.
-                ("task_00000", 0, answer(["conv2d_kernel", "relu_tanh_kernel"], ["conv2d_kernel", "relu_tanh_kernel"])),
-                # A training task's constructor, and a launch of a kernel never defined.
+                # Every operator's kernel (two fused), launched as defined, the constructor as the module's,
+                # the module's lines above them (one spaced otherwise).
+                ("task_00000", 0, answer(["conv2d_kernel", "relu_tanh_kernel"], ["conv2d_kernel", "relu_tanh_kernel"],
+                                         comments=["# v1 = self.m0(a0)\n",
+                                                   "# v2 = torch.relu(v1)\n# v3 = torch.tanh( v2 )\n"])),
+                # A training task's constructor, and a launch of a kernel never defined; the lines out of
+                # order.
                 ("task_00000", 1, answer(["conv2d_kernel", "relu_kernel"], ["conv2d_kernel", "tanh_kernel"],
-                                         conv="nn.Conv2d(48, 48, kernel_size=3, groups=48)")),
+                                         conv="nn.Conv2d(48, 48, kernel_size=3, groups=48)",
+                                         comments=["# v2 = torch.relu(v1)\n", "# v1 = self.m0(a0)\n"])),
                 # Every kernel and launch, the module's line, but a constructor without its arguments.
+                # Every kernel and launch, but a constructor without its arguments, and a line the module
+                # does not have.
                 ("task_00000", 2, answer(["conv2d_kernel", "relu_kernel", "tanh_kernel"],
-                                         ["conv2d_kernel", "relu_kernel", "tanh_kernel"], signature="self")),
+                                         ["conv2d_kernel", "relu_kernel", "tanh_kernel"], signature="self",
+                                         comments=["# v1 = self.m0(a0)\n", "# v2 = torch.relu(v1)\n",
+                                                   "# v3 = torch.sigmoid(v2)\n"])),
                 # baddbmm is not bmm; softmax's kernel a repeat's name; no constructor to copy.
                 ("task_00001", 0, answer(["baddbmm_kernel", "softmax_kernel_2"], ["softmax_kernel_2"]))]
             write_jsonl(d / "arm-A" / "jobs.jsonl", [{"id": f"heldout/{task}#{s}", "candidate": source}
@@ -111,7 +123,8 @@ class LearningTable(unittest.TestCase):
                                                             [("task_00000", 0), ("task_00000", 1), ("task_00000", 2),
                                                              ("task_00001", 0), ("task_00001", 1)]])
             self.assertEqual(t.module_followed("arm A", d / "arm-A", tasks),
-                             "arm A: operator 1 3/5, 2 4/5, 3 2/3; launch only kernels they define 3/5; "
+                             "arm A: module lines above the kernels 1/5; operator 1 3/5, 2 4/5, 3 2/3; "
+                             "launch only kernels they define 3/5; "
                              "constructor as the module's 1/3")
 
     def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
@@ -166,6 +179,13 @@ class LearningTable(unittest.TestCase):
             out = subprocess.run(run, capture_output=True, text=True, check=True)
         self.assertIn(f"Arm A against {base}'s arm A, task by task: pass +2 -1 (exact McNemar p = 1.00); "
                       f"fast_1 +1 -0 (exact McNemar p = 1.00).", out.stdout.splitlines())
+        # A baseline that evaluated other tasks too: only those both have are paired.
+        t = load_script("table")
+        start = {f"task_{i}": (i in {0, 3}, False) for i in range(12)}
+        end = {f"task_{i}": (i in {1, 11}, False) for i in range(1, 10)}
+        self.assertEqual(t.against("A against base", end, start),
+                         "A against base on the 9 tasks both evaluated (of 9 and 12), task by task: pass +1 -1 "
+                         "(exact McNemar p = 1.00); fast_1 +0 -0 (exact McNemar p = 1.00).")
 
 
 class LearningSeen(unittest.TestCase):
@@ -187,6 +207,8 @@ class LearningSeen(unittest.TestCase):
         self.assertEqual(s.kind("    def forward(self, a0, a1):"), "forward's inputs")
         self.assertEqual(s.kind("        outer, R, inner = x.shape[:self.dim].numel(), x.shape[self.dim], 1"),
                          "a kernel body or glue line")
+        for line in ("# v2 = torch.softmax(v1, dim=self.dim)", "        # v2 = torch.softmax(v1, dim=self.dim)"):
+            self.assertEqual(s.kind(line), "a module line named in a comment")
 
 
 

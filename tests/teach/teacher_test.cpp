@@ -79,6 +79,39 @@ TEST(Teacher, NaiveWritesAKernelPerOperatorAndFusedFusesAroundAnAnchor) {
     EXPECT_NE(fused.source.find("self.m0 = nn.Linear("), std::string::npos) << "the reference's parameters by name";
 }
 
+TEST(Teacher, EachKernelAndItsLaunchNameTheModuleLinesTheyCompute) {
+    // The comment above a kernel and above its launch in forward: the module's lines, verbatim.
+    kz::GeneratedTask t = task_of({"linear", "relu", "softmax", "exp"}, 2);
+    std::vector<std::string> op_lines;
+    for (const auto& s : t.steps)
+        if (s.is_op) op_lines.push_back("# " + s.output + " = " + s.expr);
+    ASSERT_EQ(op_lines.size(), 4u);
+    for (auto q : {kz::TeacherQuality::naive, kz::TeacherQuality::fused}) {
+        kz::TeacherCandidate c = kz::teach_triton(t, q);
+        ASSERT_TRUE(c.written);
+        std::vector<std::string> above_kernels, in_forward, defs;
+        std::istringstream in(c.source);
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        for (size_t i = 0; i < lines.size(); ++i) {
+            const std::string& line = lines[i];
+            if (line.rfind("# ", 0) == 0) above_kernels.push_back(line);
+            if (line.rfind("        # ", 0) == 0) in_forward.push_back(line.substr(8));
+            if (line.rfind("def ", 0) == 0 && line.find("_kernel(") != std::string::npos) {
+                defs.push_back(line);
+                ASSERT_GE(i, 2u);
+                EXPECT_EQ(lines[i - 2].rfind("# ", 0), 0u) << "a kernel without its line:\n" << c.source;
+            }
+        }
+        EXPECT_EQ(above_kernels, op_lines) << c.source;
+        EXPECT_EQ(in_forward, op_lines) << c.source;
+        if (q == kz::TeacherQuality::naive) {
+            ASSERT_EQ(defs.size(), 4u);
+            for (size_t i = 0; i < defs.size(); ++i) EXPECT_EQ(defs[i].rfind("def " + t.apis[i] + "_kernel(", 0), 0u);
+        }
+    }
+}
+
 TEST(Teacher, ModulesTakeTheirSizesAsConstructorArgumentsAsKernelBenchWritesThem) {
     // conv2d's line is one text in every draw: the numbers are get_init_inputs' values.
     std::set<std::string> lines, values;

@@ -31,8 +31,9 @@ class Pipeline(unittest.TestCase):
     def test_teacher_corpus_sft_rl_evaluation(self):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
+            # One candidate per task, as scripts/learning_experiment.sh runs it.
             run("teach", "--out", str(tmp / "teach"), "--count", "16", "--seed", "5", "--sizes", "small",
-                "--device", "cpu", "--workers", "2", "--no-progress")
+                "--fused-share", "0.25", "--device", "cpu", "--workers", "2", "--no-progress")
             run("corpus", "--from", str(tmp / "teach"), "--out", str(tmp / "corpus"), "--heldout", "0.3")
             corpus = json.loads((tmp / "corpus" / "corpus.json").read_text())
             self.assertGreater(corpus["train_pairs"], 0)

@@ -73,6 +73,7 @@ class Teach(unittest.TestCase):
                 for sub in ("tasks", "naive", "fused"):
                     f = f"{sub}/{draw['name']}.py"
                     self.assertEqual((out / f).read_text(), (again / f).read_text(), f)
+            self.check_one_quality_per_task(Path(tmp) / "share", written)
             # A re-run into the same directory takes each module's validity from validation.jsonl
             # instead of validating it again: a planted verdict there is what it reports.
             cache = lines(again / "validation.jsonl")
@@ -96,6 +97,31 @@ class Teach(unittest.TestCase):
             redone = next(v for v in again_verdicts if v["id"] == stale)
             self.assertEqual(redone["job_digest"], verdicts[0]["job_digest"])
             self.assertEqual(redone["status"], "correct")
+
+    def check_one_quality_per_task(self, out, written):
+        """--fused-share: the same draws, one candidate each (the fused one for about that share), the
+        same text as a run of both qualities writes; one job per task."""
+        summary = teach(out, "--count", "60", "--seed", "3", "--no-verify", "--fused-share", "0.25")
+        draws = {d["name"]: d for d in lines(out / "draws.jsonl") if "unsupported" not in d and d["valid"]}
+        self.assertEqual(sorted(draws), sorted(d["name"] for d in written))
+        chosen = {name: next(iter(d["kernels"])) for name, d in draws.items()}
+        self.assertTrue(all(len(d["kernels"]) == 1 for d in draws.values()), draws)
+        fused = sum(q == "fused" for q in chosen.values())
+        self.assertTrue(0 < fused < len(chosen) / 2, chosen)
+        jobs = lines(out / "jobs.jsonl")
+        self.assertEqual(sorted(j["id"] for j in jobs), sorted(f"{q}/{name}" for name, q in chosen.items()))
+        both = out.parent / "a"
+        for name, q in chosen.items():
+            self.assertEqual((out / q / f"{name}.py").read_text(), (both / q / f"{name}.py").read_text())
+            other = "naive" if q == "fused" else "fused"
+            self.assertFalse((out / other / f"{name}.py").exists())
+        self.assertEqual(sum(level.get("fused", {}).get("written", 0) for level in summary["levels"].values()), fused)
+        self.assertEqual(sum(level.get("naive", {}).get("written", 0) for level in summary["levels"].values()),
+                         len(chosen) - fused)
+        clash = subprocess.run([BINARY, "teach", "--out", str(out), "--fused-share", "0.25", "--quality", "naive"],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(clash.returncode, 2, clash.stderr)
+        self.assertIn("--quality", clash.stderr)
 
     def check_corpus(self, teach_dir, out, written):
         """kernelzero corpus: pairs in the SFT format whose answers are the verified candidates, and a
