@@ -107,7 +107,7 @@ Runner add_tasks(CLI::App& app) {
 namespace {
 
 struct StoreArgs {
-    std::string store, out, dir, origin;
+    std::string store, out, dir, origin, validations;
     int64_t id = 0, limit = 50;
     bool as_json = false, valid_only = false, no_validate = false;
     std::string device = "cpu";
@@ -182,9 +182,29 @@ std::map<std::string, std::pair<std::vector<std::string>, int>> import_manifest(
     return by_file;
 }
 
+// Validations recorded by another run (teach's validation.jsonl) by validation_key; records without a
+// whole validation (an older teach run's) are left out.
+std::map<std::string, TaskValidation> recorded_validations(const std::string& path) {
+    std::map<std::string, TaskValidation> by_key;
+    if (path.empty()) return by_key;
+    if (!std::filesystem::is_regular_file(path)) throw std::runtime_error("--validations: no file " + path);
+    int n = 0;
+    for (const nlohmann::json& j : read_json_lines(path)) {
+        ++n;
+        if (!j.is_object() || !j.contains("key") || !j["key"].is_string() || !j.contains("validation")) continue;
+        try {
+            by_key[j["key"].get<std::string>()] = TaskValidation::from_json(j["validation"]);
+        } catch (const nlohmann::json::exception& e) {
+            throw std::runtime_error(path + ":" + std::to_string(n) + ": not a validation: " + e.what());
+        }
+    }
+    return by_key;
+}
+
 int tasks_import(TaskStore& store, const StoreArgs& a) {
     std::error_code ec;
     if (!std::filesystem::is_directory(a.dir, ec)) return usage_tasks(a.dir + " is not a directory");
+    const auto recorded = recorded_validations(a.validations);
     std::vector<std::string> files;
     for (const auto& e : std::filesystem::directory_iterator(a.dir))
         if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path().string());
@@ -207,12 +227,20 @@ int tasks_import(TaskStore& store, const StoreArgs& a) {
     // Validated `workers` at once, then stored one by one in file order: the same store whatever the
     // timing (novelty is judged against what is stored before each).
     std::vector<std::optional<TaskValidation>> validated(files.size());
+    std::atomic<int> reused{0};
     if (pipe) {
         std::atomic<size_t> next{0};
         auto validate_some = [&] {
             for (size_t i = next++; i < files.size(); i = next++) {
                 validated[i] = pipe->screen(sources[i]);  // a near-duplicate of a stored task: no worker needed
-                if (!validated[i]) validated[i] = pipe->validate(sources[i], sets[i].first);
+                if (validated[i]) continue;
+                auto it = recorded.find(validation_key(a.device, sets[i].first, sources[i]));
+                if (it != recorded.end()) {
+                    validated[i] = it->second;
+                    ++reused;
+                } else {
+                    validated[i] = pipe->validate(sources[i], sets[i].first);
+                }
             }
         };
         std::vector<std::thread> threads;
@@ -228,7 +256,9 @@ int tasks_import(TaskStore& store, const StoreArgs& a) {
             store.add_task(unvalidated_task(sources[i], apis, level, origin, "not validated"));
         }
     }
-    std::cout << "imported " << files.size() << " files (" << valid << " valid) into " << a.store << "\n";
+    std::cout << "imported " << files.size() << " files (" << valid << " valid";
+    if (!a.validations.empty()) std::cout << "; " << reused << " validations taken from " << a.validations;
+    std::cout << ") into " << a.store << "\n";
     return 0;
 }
 
@@ -262,7 +292,12 @@ Runner add_tasks_store(CLI::App& tasks) {
     imp->add_option("--workers", a->workers, "Validations at once (one reference worker each)")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
-    imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
+    auto* no_validate =
+        imp->add_flag("--no-validate", a->no_validate, "Store without validating (recorded as not valid)");
+    imp->add_option("--validations", a->validations,
+                    "A validation.jsonl of kernelzero teach: a module it validated (the same source, API set and "
+                    "device) is stored with that validation instead of being validated again")
+        ->excludes(no_validate);
     return [=]() -> int {
         try {
             TaskStore store(a->store);

@@ -47,13 +47,13 @@ corpus)
     --validation-workers "${KZ_LEARN_LANES:-12}" --no-progress
   # Held out at level 2 only: every operator is taught alone, the evaluation asks for new compositions.
   "$BIN" corpus --from "$DIR/teach" --out "$CORPUS" --heldout-levels 2 --heldout-max-apis "${KZ_LEARN_HELDOUT_MAX_APIS:-3}"
-  # The pool is imported (each task validated again) once per corpus: a re-run that leaves the corpus
-  # as it was keeps it.
+  # The pool is imported once per corpus: a re-run that leaves the corpus as it was keeps it. Its tasks
+  # keep the validations teach recorded for them (the same source, API set and device).
   digest=$(cat "$CORPUS/corpus.json" "$CORPUS/train_tasks/manifest.jsonl" | sha256sum | cut -d' ' -f1)
   if [[ ! -f $DIR/pool.sqlite || $(cat "$DIR/pool.corpus" 2>/dev/null) != "$digest" ]]; then
     rm -f "$DIR/pool.sqlite"* "$DIR/pool.corpus"
     "$BIN" tasks import --store "$DIR/pool.sqlite" "$CORPUS/train_tasks" --origin corpus --device "$DEV" \
-      --workers "${KZ_LEARN_LANES:-12}"
+      --workers "${KZ_LEARN_LANES:-12}" --validations "$DIR/teach/validation.jsonl"
     echo "$digest" > "$DIR/pool.corpus"
   fi
   ;;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/hash.h"
 #include "common/host.h"
 #include "worker/protocol.h"
 #include "worker/worker.h"
@@ -35,6 +36,12 @@ TaskValidation TaskValidation::from_json(const json& j) {
     v.reason = j.at("reason").get<std::string>();
     v.info = j.value("info", json::object());
     return v;
+}
+
+std::string validation_key(const std::string& device, const std::vector<std::string>& apis, const std::string& source) {
+    std::string joined;
+    for (const auto& a : apis) joined += a + ",";
+    return sha256_hex(device + "\n" + joined + "\n" + source);
 }
 
 int validation_compile_threads(int workers, int processes_on_host) {

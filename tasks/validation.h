@@ -61,6 +61,11 @@ struct TaskValidation {
     void settle();
 };
 
+// The identity of a validation: the same module source, API set (in order) and device validate alike,
+// so that a record of one run (teach's validation.jsonl) can stand in for running it again (a re-run
+// of teach, `tasks import --validations`). SHA-256 hex.
+std::string validation_key(const std::string& device, const std::vector<std::string>& apis, const std::string& source);
+
 class Worker;
 
 class TaskValidator {

@@ -74,19 +74,17 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
 
     // Only the tasks the teacher writes are validated: validation runs the module. A module this
     // directory's earlier runs validated (the same source, API set and device) keeps its verdict, so
-    // that a re-run to finish an interrupted verification does not validate every draw again.
+    // that a re-run to finish an interrupted verification does not validate every draw again. A
+    // record holds the whole validation: `tasks import --validations` stores it instead of running it.
     const std::string cache_path = dir + "/validation.jsonl";
     std::map<std::string, nlohmann::json> cache;
     if (fs::is_regular_file(cache_path))
         for (const nlohmann::json& j : read_json_lines(cache_path))
             if (j.contains("key") && j["key"].is_string()) cache[j["key"].get<std::string>()] = j;
     std::vector<std::string> keys(draws.size());
-    std::vector<char> judged(draws.size(), 0);
-    for (size_t i = 0; i < draws.size(); ++i) {
-        std::string apis;
-        for (const auto& a : tasks[i].apis) apis += a + ",";
-        keys[i] = sha256_hex(validator.options().device + "\n" + apis + "\n" + tasks[i].source);
-    }
+    std::vector<nlohmann::json> fresh(draws.size());  // validated by this run: its validation.jsonl record
+    for (size_t i = 0; i < draws.size(); ++i)
+        keys[i] = validation_key(validator.options().device, tasks[i].apis, tasks[i].source);
     std::atomic<size_t> next{0};
     auto validate_some = [&] {
         for (size_t i = next++; i < draws.size() && !stop; i = next++) {
@@ -98,16 +96,15 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
                 TaskValidation v = validator.validate(tasks[i].source, tasks[i].apis);
                 draws[i].valid = v.valid;
                 draws[i].invalid_reason = v.reason;
+                fresh[i] = {{"key", keys[i]}, {"valid", v.valid}, {"reason", v.reason}, {"validation", v.to_json()}};
             }
-            judged[i] = 1;
         }
     };
     std::vector<std::thread> threads;
     for (int t = 0; t < validator.workers(); ++t) threads.emplace_back(validate_some);
     for (auto& t : threads) t.join();
     for (size_t i = 0; i < draws.size(); ++i)
-        if (judged[i])
-            cache[keys[i]] = {{"key", keys[i]}, {"valid", draws[i].valid}, {"reason", draws[i].invalid_reason}};
+        if (!fresh[i].is_null()) cache[keys[i]] = std::move(fresh[i]);
     std::string cached_lines;
     for (const auto& [key, j] : cache) cached_lines += j.dump() + "\n";
     write_file_atomic(cache_path, cached_lines);

@@ -46,9 +46,18 @@ class Pipeline(unittest.TestCase):
             self.assertTrue(all(p["completion"].startswith("```python\n") and "class Model" in p["completion"]
                                 for p in proposer))
 
-            # The training tasks as the Coder's pool, with their API sets (the corpus's manifest).
-            run("tasks", "import", "--store", str(tmp / "pool.sqlite"), str(tmp / "corpus" / "train_tasks"),
-                "--origin", "corpus", "--device", "cpu", "--workers", "2")
+            # The training tasks as the Coder's pool, with their API sets (the corpus's manifest), each
+            # stored with the validation teach recorded for it rather than validated again.
+            validations = str(tmp / "teach" / "validation.jsonl")
+            missing = subprocess.run([BINARY, "tasks", "import", "--store", str(tmp / "x.sqlite"),
+                                      str(tmp / "corpus" / "train_tasks"), "--validations", str(tmp / "none.jsonl")],
+                                     capture_output=True, text=True, timeout=60)
+            self.assertEqual(missing.returncode, 2, missing.stderr)
+            self.assertIn("none.jsonl", missing.stderr)
+            imported = run("tasks", "import", "--store", str(tmp / "pool.sqlite"), str(tmp / "corpus" / "train_tasks"),
+                           "--origin", "corpus", "--device", "cpu", "--workers", "2", "--validations", validations)
+            n = corpus["train_pairs"]
+            self.assertIn(f"imported {n} files ({n} valid; {n} validations taken from {validations})", imported)
             manifest = {m["file"][:-3]: m["apis"] for m in lines(tmp / "corpus" / "train_tasks" / "manifest.jsonl")}
             pool = [json.loads(t) for t in run("tasks", "list", "--store", str(tmp / "pool.sqlite"), "--json",
                                               "--limit", "100000").splitlines()]
