@@ -300,7 +300,7 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     src << "\n    def forward(self";
     for (const auto& p : b.params) src << ", " << p;
     src << "):\n";
-    for (const auto& l : b.steps) src << "        " << l.output << " = " << l.expr << "\n";
+    for (const auto& l : b.steps) src << "        " << l.line() << "\n";
     src << "        return " << b.cur << "\n\n\ndef get_inputs():\n    return [";
     for (size_t i = 0; i < b.input_exprs.size(); ++i) src << (i ? ", " : "") << b.input_exprs[i];
     src << "]\n\n\ndef get_init_inputs():\n    return [";

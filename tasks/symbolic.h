@@ -54,6 +54,8 @@ struct ForwardStep {
     std::map<std::string, std::string> params;  // operators: the template's other substitutions
     std::string module;                         // operators with state: "self.m0"; else empty
     std::string dim_attr;                       // operators over a dimension: "self.dim" (params: its value)
+    // The line of forward as the module's source has it: `v2 = torch.relu(v1)`.
+    std::string line() const { return output + " = " + expr; }
 };
 
 struct GeneratedTask {

@@ -75,12 +75,12 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
                               std::none_of(g.pre.begin(), g.pre.end(), [](auto* p) { return p->api == "bias_add"; });
             if (view) {
                 g.views.push_back(s.expr.substr(reshape.size()));
-                g.lines.push_back(s.output + " = " + s.expr);
+                g.lines.push_back(s.line());
                 g.output = s.output;
                 continue;
             }
             flush();
-            fwd.add(2, s.output + " = " + s.expr);
+            fwd.add(2, s.line());
             continue;
         }
         switch (family_of(s)) {
@@ -96,12 +96,12 @@ TeacherCandidate write_candidate(const GeneratedTask& task, TeacherQuality quali
                 break;
             case Family::layout:
                 flush();
-                fwd.add(2, s.output + " = " + s.expr);
+                fwd.add(2, s.line());
                 continue;
             case Family::unsupported: throw std::logic_error("unsupported operator past the check");
         }
         g.output = s.output;
-        g.lines.push_back(s.output + " = " + s.expr);
+        g.lines.push_back(s.line());
         if (!fused) flush();
     }
     flush();
