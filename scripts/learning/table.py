@@ -101,21 +101,31 @@ def failure_counts(name, eval_dir):
     return f"{name}: " + ", ".join(parts)
 
 
-def constructor(source, cls):
-    """Class cls's __init__: its parameters, then its statements after super().__init__(), normalised
-    (ast.unparse); None when source is not valid Python or has no such class."""
+def class_def(source, cls):
+    """Class cls of source (ast.ClassDef); None when source is not valid Python or has no such class."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for f in node.body:
-                if isinstance(f, ast.FunctionDef) and f.name == "__init__":
-                    body = [ast.unparse(st) for st in f.body if not isinstance(st, ast.Pass)]
-                    return [ast.unparse(f.args)] + [line for line in body if "super()" not in line]
-            return []
-    return None
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+
+
+def method(node, name):
+    """Method name of a class (ast.FunctionDef), or None."""
+    return next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+
+
+def constructor(source, cls):
+    """Class cls's __init__: its parameters, then its statements after super().__init__(), normalised
+    (ast.unparse); None when source is not valid Python or has no such class."""
+    node = class_def(source, cls)
+    if node is None:
+        return None
+    f = method(node, "__init__")
+    if f is None:
+        return []
+    body = [ast.unparse(st) for st in f.body if not isinstance(st, ast.Pass)]
+    return [ast.unparse(f.args)] + [line for line in body if "super()" not in line]
 
 
 def normalised(line):
@@ -129,16 +139,9 @@ def normalised(line):
 def forward_lines(source):
     """Model.forward's statements before its return, normalised (ast.unparse): the lines the teacher's
     kernels name in their comments. Empty when source has no such method."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Model":
-            for f in node.body:
-                if isinstance(f, ast.FunctionDef) and f.name == "forward":
-                    return [ast.unparse(st) for st in f.body if not isinstance(st, ast.Return)]
-    return []
+    node = class_def(source, "Model")
+    f = method(node, "forward") if node is not None else None
+    return [ast.unparse(st) for st in f.body if not isinstance(st, ast.Return)] if f is not None else []
 
 
 def held_out_tasks(d):
