@@ -120,7 +120,6 @@ struct Pairs {
 
 Pairs make_pairs(const std::vector<const Task*>& train, const CorpusOptions& o, const CoderPrompt& prompt,
                  const ApiCatalog& catalog) {
-    const std::string seed = std::to_string(o.seed);
     Pairs p;
     for (const Task* t : train) {
         const bool fused_allowed =
@@ -128,7 +127,7 @@ Pairs make_pairs(const std::vector<const Task*>& train, const CorpusOptions& o, 
         const bool fused_ok = fused_allowed && t->correct.count("fused") && t->correct.at("fused");
         const bool naive_ok = t->correct.count("naive") && t->correct.at("naive");
         std::string quality;
-        if (fused_ok && (!naive_ok || unit_hash("quality:" + seed + ":" + t->name) < o.fused_fraction))
+        if (fused_ok && (!naive_ok || quality_by_share(o.seed, t->name, o.fused_fraction) == TeacherQuality::fused))
             quality = "fused";
         else if (naive_ok)
             quality = "naive";

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "common/files.h"
-#include "common/hash.h"
 
 namespace kz {
 
@@ -54,10 +53,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         d.apis = task.apis;
         std::map<std::string, TeacherCandidate> written;
         std::vector<TeacherQuality> qualities = opts.qualities;
-        if (opts.fused_share >= 0)
-            qualities = {unit_hash("quality:" + std::to_string(opts.seed) + ":" + d.name) < opts.fused_share
-                             ? TeacherQuality::fused
-                             : TeacherQuality::naive};
+        if (opts.fused_share >= 0) qualities = {quality_by_share(opts.seed, d.name, opts.fused_share)};
         for (TeacherQuality q : qualities) {
             TeacherCandidate c = teach_triton(task, q);
             if (!c.written) {

@@ -36,8 +36,8 @@ struct TeachOptions {
     SizeProfile sizes = SizeProfile::typical;
     std::vector<TeacherQuality> qualities = {TeacherQuality::naive, TeacherQuality::fused};
     // At or above 0: one candidate per task instead of one per quality, the fused one for this share
-    // of the tasks (by a hash of the seed and the task's name) and the naive one for the rest. A corpus
-    // trains on one candidate per task, and verifying the other would cost it ~40% more device time.
+    // of the tasks (quality_by_share) and the naive one for the rest. A corpus trains on one candidate
+    // per task, so verifying the other is work it never uses.
     double fused_share = -1;
     // Instead of sampled sets: one level-1 task per catalog API the teacher supports (count ignored),
     // so that every operator it writes is exercised.

@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "common/hash.h"
 #include "teach/kernel_writer.h"
 
 namespace kz {
@@ -14,6 +15,11 @@ TeacherQuality parse_quality(const std::string& name) {
     if (name == "naive") return TeacherQuality::naive;
     if (name == "fused") return TeacherQuality::fused;
     throw std::invalid_argument("unknown teacher quality '" + name + "' (naive or fused)");
+}
+
+TeacherQuality quality_by_share(uint64_t seed, const std::string& task, double fused_share) {
+    return unit_hash("quality:" + std::to_string(seed) + ":" + task) < fused_share ? TeacherQuality::fused
+                                                                                   : TeacherQuality::naive;
 }
 
 bool teacher_supports(const std::string& api) {

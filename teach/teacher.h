@@ -18,6 +18,7 @@
 // teach_triton says which operator stopped it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ enum class TeacherQuality { naive, fused };
 
 const char* quality_name(TeacherQuality q);
 TeacherQuality parse_quality(const std::string& name);  // throws std::invalid_argument naming it
+
+// The quality a task is taught in when a share of the tasks is fused: fused when a hash of the seed
+// and the task's name falls below fused_share, naive otherwise. A function of its arguments alone, so
+// teach (`--fused-share`) and corpus (`--fused`) choose alike for the same seed.
+TeacherQuality quality_by_share(uint64_t seed, const std::string& task, double fused_share);
 
 struct TeacherCandidate {
     bool written = false;
