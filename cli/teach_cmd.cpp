@@ -83,6 +83,9 @@ int run_teach(const TeachArgs& a) {
         vo.device = device;
         vo.lanes = a.workers;
         vo.compile_workers = 0;
+        // The summary and the corpus read correctness and the speedup over eager, never over
+        // torch.compile: its baseline would only add a compilation and a timing to every task.
+        vo.compile_baseline = 0;
         vo.cache_dir = a.cache_dir;
         auto verifier = start_verifier("teach", a.verifier, vo);
         if (!verifier) return 3;

@@ -122,7 +122,7 @@ void TaskValidator::release(Slot* slot) {
         std::lock_guard lock(mu_);
         free_.push_back(slot);
     }
-    cv_.notify_one();
+    cv_.notify_all();  // waiters differ in what they wait for (a free worker, or every worker free)
 }
 
 TaskValidation TaskValidator::validate(const std::string& source, const std::vector<std::string>& apis) {
@@ -140,21 +140,47 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
                 {"max_memory_mb", opts_.max_memory_mb},
                 {"compile", opts_.compile},
                 {"memory_cap_bytes", validation_memory_cap(opts_)}};
+    bool memory_failure = false;
+    TaskValidation v = run(req, false, memory_failure);
+    if (memory_failure && slots_.size() > 1) {
+        v = run(req, true, memory_failure);
+        v.info["alone"] = true;
+    }
+    return v;
+}
+
+TaskValidation TaskValidator::run(const json& request, bool alone, bool& memory_failure) {
     Slot* slot;
     {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return !free_.empty(); });
+        if (alone) {
+            ++alone_waiting_;
+            cv_.wait(lock, [&] { return free_.size() == slots_.size() && !alone_running_; });
+            --alone_waiting_;
+            alone_running_ = true;
+        } else {
+            cv_.wait(lock, [&] { return !free_.empty() && alone_waiting_ == 0 && !alone_running_; });
+        }
         slot = free_.back();
         free_.pop_back();
     }
     struct Return {  // the slot goes back whatever happens
         TaskValidator* v;
         Slot* s;
-        ~Return() { v->release(s); }
-    } give_back{this, slot};
+        bool alone;
+        ~Return() {
+            if (alone) {
+                std::lock_guard lock(v->mu_);
+                v->alone_running_ = false;
+            }
+            v->release(s);
+        }
+    } give_back{this, slot, alone};
+    json req = request;
     req["work_dir"] = slot->work_dir;
     TaskValidation v;
     Reply r = slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
+    memory_failure = r.body.value("memory_failure", false);
     if (r.status == ReplyStatus::ok) {
         for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it)
             v.checks[it.key()] = it->get<std::string>();

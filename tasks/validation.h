@@ -75,14 +75,19 @@ public:
     // `apis`: catalog names or the torch names the catalog records (ApiCatalog::torch_api_of).
     // Throws std::invalid_argument for a name the catalog lacks; everything about the module
     // itself is a check. Thread-safe: up to `workers` calls run at once, the others wait.
+    // A module that runs out of memory beside other validations (workers > 1) is validated again with
+    // every worker idle, its neighbours' memory gone (info "alone": true); what that run finds stands.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
     int workers() const { return static_cast<int>(slots_.size()); }
     const ValidationOptions& options() const { return opts_; }
 
 private:
     struct Slot;
-    void warm(Slot* slot);              // a warm_up request; the slot is free afterwards whatever came of it
-    void release(Slot* slot);           // back to the free list
+    void warm(Slot* slot);     // a warm_up request; the slot is free afterwards whatever came of it
+    void release(Slot* slot);  // back to the free list
+    // One request on a free worker (alone: once every worker is free, none starting meanwhile);
+    // sets `memory_failure` when the module ran out of memory.
+    TaskValidation run(const nlohmann::json& req, bool alone, bool& memory_failure);
     const char* worker_device() const;  // "cuda" or "cpu": the workers' device, as their requests name it
 
     struct Slot {
@@ -95,6 +100,8 @@ private:
     bool owns_work_dir_ = false;
     std::vector<std::unique_ptr<Slot>> slots_;
     std::vector<Slot*> free_;
+    int alone_waiting_ = 0;  // validations waiting to run alone: no other starts meanwhile
+    bool alone_running_ = false;
     std::mutex mu_;
     std::condition_variable cv_;
     std::vector<std::thread> warming_;  // joined before the workers go (a warm-up ends within its timeout)

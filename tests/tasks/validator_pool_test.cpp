@@ -95,3 +95,73 @@ TEST(TaskValidatorPool, CompileThreadsShareTheCpus) {
     EXPECT_EQ(kz::validation_compile_threads(1 << 20, 4), 1);               // never below one
     EXPECT_EQ(kz::validation_compile_threads(2, 0), kz::validation_compile_threads(2, 1));
 }
+
+namespace {
+
+// A module that runs out of memory the first time it runs (a marker file says it did), and after
+// that fails unless its validation is the only one under way (the validator's scratch directories
+// hold one validate-* directory per validation running).
+std::string runs_out_once(const std::string& marker, const std::string& work_dir) {
+    return "import glob, os, torch\n"
+           "class Model(torch.nn.Module):\n"
+           "    def forward(self, x):\n"
+           "        if not os.path.exists('" +
+           marker +
+           "'):\n"
+           "            open('" +
+           marker +
+           "', 'w').close()\n"
+           "            raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB (a test)')\n"
+           "        running = glob.glob('" +
+           work_dir + "/validate-*') + glob.glob('" + work_dir +
+           "/scratch-*/validate-*')\n"
+           "        if len(running) != 1:\n"
+           "            raise RuntimeError(f'{len(running) - 1} validations run beside this one')\n"
+           "        return torch.tanh(x) * 2.0 + x\n"
+           "def get_inputs():\n    return [torch.randn(64, 64)]\n"
+           "def get_init_inputs():\n    return []\n";
+}
+
+}  // namespace
+
+// A validation that runs out of memory beside others is run again once every worker is idle, and
+// that run's verdict stands; with one worker there is no neighbour to blame, and the failure stands.
+TEST(TaskValidatorPool, OutOfMemoryIsValidatedAgainAlone) {
+    auto catalog = kz::ApiCatalog::load(kz::ApiCatalog::default_path());
+    const std::string dir = kz::make_temp_dir(std::filesystem::temp_directory_path().string(), "kz-oom-test-");
+    const std::string slow =
+        "import time, torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        time.sleep(0.2)\n"
+        "        return torch.tanh(x) * 2.0 + x\n"
+        "def get_inputs():\n    return [torch.randn(64, 64)]\n"
+        "def get_init_inputs():\n    return []\n";
+    {
+        kz::ValidationOptions two;
+        two.workers = 2;
+        two.work_dir = dir + "/pool";
+        kz::TaskValidator pool(catalog, two);
+        kz::TaskValidation neighbour, oom;
+        std::thread t([&] { neighbour = pool.validate(slow, {}); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the neighbour has its worker
+        oom = pool.validate(runs_out_once(dir + "/ran-out", two.work_dir), {});
+        t.join();
+        EXPECT_TRUE(std::filesystem::exists(dir + "/ran-out")) << "the module never ran out of memory";
+        EXPECT_TRUE(oom.valid) << oom.reason;
+        EXPECT_EQ(oom.info.value("alone", false), true);
+        EXPECT_TRUE(neighbour.valid) << neighbour.reason;
+        EXPECT_FALSE(neighbour.info.contains("alone"));
+    }
+    {
+        kz::ValidationOptions one;
+        one.work_dir = dir + "/one";
+        kz::TaskValidator single(catalog, one);
+        const auto v = single.validate(runs_out_once(dir + "/ran-out-1", one.work_dir), {});
+        EXPECT_FALSE(v.valid);
+        EXPECT_EQ(v.checks.at("runs"), "fail");
+        EXPECT_NE(v.reason.find("out of memory"), std::string::npos) << v.reason;
+        EXPECT_FALSE(v.info.contains("alone"));
+    }
+    std::filesystem::remove_all(dir);
+}

@@ -6,7 +6,10 @@ uses_api_set, runtime_band, memory_band, and compile (torch.compile's output aga
 only for a module that passed every other check; skipped otherwise).
 
 novel and decontaminated compare sources with the task store and benchmark sets; the controller
-computes them."""
+computes them.
+
+A reply marked "memory_failure" ran out of device memory somewhere; with other validations beside it,
+that may be their doing, and the controller runs the module again alone (tasks/validation.cpp)."""
 from __future__ import annotations
 
 import ast
@@ -200,6 +203,11 @@ def validate_task(req):
         # Where validation time goes (compile_s: its torch.compile).
         result["info"]["validate_s"] = time.perf_counter() - t0
         return result
+    except BaseException as e:  # noqa: BLE001
+        if not harness.is_memory_error(e):
+            raise
+        # Out of memory where no check expected it: the controller may run the module again alone.
+        return {"ok": False, "memory_failure": True, "error": harness.describe_exception(e)[:2000]}
     finally:
         sys.modules.pop(name, None)
         shutil.rmtree(work, ignore_errors=True)
@@ -336,6 +344,7 @@ class _Validation:
         self.meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
         probed_mb = (probed - self.base_mem) / 2**20 if probed is not None else None
         if probed_mb == float("inf"):
+            self.result["memory_failure"] = True
             self.fail("memory_band", f"a forward on inputs made on the GPU runs out of the {_cap_mib(self.req)} MiB "
                                      f"a validation may hold (band {max_mb} MiB)")
             self.end(*_AFTER_FORMAT)
@@ -355,6 +364,8 @@ class _Validation:
                 raise TypeError(f"forward returned {type(self.out).__name__}, not tensors")
             self.checks["runs"] = "pass"
         except BaseException as e:  # noqa: BLE001
+            if harness.is_memory_error(e):
+                self.result["memory_failure"] = True
             if device.type == "cuda" and harness.is_memory_error(e):
                 self.fail("memory_band", f"the forward runs out of the {_cap_mib(self.req)} MiB a validation may "
                                          f"hold (band {max_mb} MiB): " + harness.describe_exception(e)[:300])
