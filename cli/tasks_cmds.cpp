@@ -188,16 +188,8 @@ std::map<std::string, TaskValidation> recorded_validations(const std::string& pa
     std::map<std::string, TaskValidation> by_key;
     if (path.empty()) return by_key;
     if (!std::filesystem::is_regular_file(path)) throw std::runtime_error("--validations: no file " + path);
-    int n = 0;
-    for (const nlohmann::json& j : read_json_lines(path)) {
-        ++n;
-        if (!j.is_object() || !j.contains("key") || !j["key"].is_string() || !j.contains("validation")) continue;
-        try {
-            by_key[j["key"].get<std::string>()] = TaskValidation::from_json(j["validation"]);
-        } catch (const nlohmann::json::exception& e) {
-            throw std::runtime_error(path + ":" + std::to_string(n) + ": not a validation: " + e.what());
-        }
-    }
+    for (const auto& [key, record] : read_validation_records(path))
+        if (record.contains("validation")) by_key[key] = TaskValidation::from_json(record["validation"]);
     return by_key;
 }
 

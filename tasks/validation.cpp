@@ -44,6 +44,27 @@ std::string validation_key(const std::string& device, const std::vector<std::str
     return sha256_hex(device + "\n" + joined + "\n" + source);
 }
 
+json validation_record(const std::string& key, const TaskValidation& v) {
+    return {{"key", key}, {"valid", v.valid}, {"reason", v.reason}, {"validation", v.to_json()}};
+}
+
+std::map<std::string, json> read_validation_records(const std::string& path) {
+    std::map<std::string, json> by_key;
+    int n = 0;
+    for (json& j : read_json_lines(path)) {
+        ++n;
+        if (!j.contains("key") || !j["key"].is_string()) continue;
+        if (j.contains("validation")) try {
+                TaskValidation::from_json(j["validation"]);
+            } catch (const json::exception& e) {
+                throw std::runtime_error(path + ", record " + std::to_string(n) + ": not a validation: " + e.what());
+            }
+        std::string key = j["key"].get<std::string>();
+        by_key[key] = std::move(j);
+    }
+    return by_key;
+}
+
 int validation_compile_threads(int workers, int processes_on_host) {
     return std::max(1, host_cores() / std::max(1, std::max(1, workers) * std::max(1, processes_on_host)));
 }

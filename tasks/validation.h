@@ -66,6 +66,14 @@ struct TaskValidation {
 // of teach, `tasks import --validations`). SHA-256 hex.
 std::string validation_key(const std::string& device, const std::vector<std::string>& apis, const std::string& source);
 
+// A file of recorded validations (teach's validation.jsonl), one object a line:
+// {"key": validation_key, "valid", "reason", "validation": TaskValidation::to_json()}. Records of an
+// older teach run lack "validation": they say valid and reason only.
+nlohmann::json validation_record(const std::string& key, const TaskValidation& v);
+// The records by key, the last of a key standing; a missing file reads as none. Lines without a
+// string key are skipped; a "validation" that is not one throws std::runtime_error naming its record.
+std::map<std::string, nlohmann::json> read_validation_records(const std::string& path);
+
 class Worker;
 
 class TaskValidator {

@@ -73,10 +73,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     // that a re-run to finish an interrupted verification does not validate every draw again. A
     // record holds the whole validation: `tasks import --validations` stores it instead of running it.
     const std::string cache_path = dir + "/validation.jsonl";
-    std::map<std::string, nlohmann::json> cache;
-    if (fs::is_regular_file(cache_path))
-        for (const nlohmann::json& j : read_json_lines(cache_path))
-            if (j.contains("key") && j["key"].is_string()) cache[j["key"].get<std::string>()] = j;
+    std::map<std::string, nlohmann::json> cache = read_validation_records(cache_path);
     std::vector<std::string> keys(draws.size());
     std::vector<nlohmann::json> fresh(draws.size());  // validated by this run: its validation.jsonl record
     for (size_t i = 0; i < draws.size(); ++i)
@@ -92,7 +89,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
                 TaskValidation v = validator.validate(tasks[i].source, tasks[i].apis);
                 draws[i].valid = v.valid;
                 draws[i].invalid_reason = v.reason;
-                fresh[i] = {{"key", keys[i]}, {"valid", v.valid}, {"reason", v.reason}, {"validation", v.to_json()}};
+                fresh[i] = validation_record(keys[i], v);
             }
         }
     };
