@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -72,6 +73,8 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     // directory's earlier runs validated (the same source, API set and device) keeps its verdict, so
     // that a re-run to finish an interrupted verification does not validate every draw again. A
     // record holds the whole validation: `tasks import --validations` stores it instead of running it.
+    // Each is appended as it is made, so that a run killed mid-validation (a deadline's SIGKILL waits
+    // for no module) keeps what it validated; the file is rewritten whole, one record a key, at the end.
     const std::string cache_path = dir + "/validation.jsonl";
     std::map<std::string, nlohmann::json> cache = read_validation_records(cache_path);
     std::vector<std::string> keys(draws.size());
@@ -79,6 +82,7 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
     for (size_t i = 0; i < draws.size(); ++i)
         keys[i] = validation_key(validator.options().device, tasks[i].apis, tasks[i].source);
     std::atomic<size_t> next{0};
+    std::mutex append_mu;
     auto validate_some = [&] {
         for (size_t i = next++; i < draws.size() && !stop; i = next++) {
             if (!draws[i].unsupported.empty()) continue;
@@ -90,6 +94,8 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
                 draws[i].valid = v.valid;
                 draws[i].invalid_reason = v.reason;
                 fresh[i] = validation_record(keys[i], v);
+                std::lock_guard lock(append_mu);
+                append_durable(cache_path, fresh[i].dump() + "\n");
             }
         }
     };

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -47,6 +48,31 @@ class Teach(unittest.TestCase):
             self.assertGreaterEqual(level["valid"], 90)
             for quality in ("naive", "fused"):
                 self.assertEqual(level[quality]["correct"], level["valid"], quality)
+
+    def test_a_killed_run_keeps_its_validations(self):
+        """validation.jsonl gains each module's record as it is validated: a run killed mid-validation
+        keeps those, and a re-run into the directory takes them as they are and validates the rest."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            args = ["--count", "40", "--seed", "5", "--no-verify", "--validation-workers", "1"]
+            proc = subprocess.Popen([BINARY, "teach", "--out", str(out), "--device", DEVICE, "--sizes", SIZES,
+                                     "--no-progress", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            records = out / "validation.jsonl"
+            deadline = time.monotonic() + 600
+            while proc.poll() is None and time.monotonic() < deadline:
+                if records.exists() and records.read_text().count("\n") >= 2:
+                    break
+                time.sleep(0.05)
+            proc.kill()
+            proc.wait()
+            self.assertFalse((out / "draws.jsonl").exists(), "validation ended before the kill: nothing was tested")
+            kept = lines(records)
+            self.assertGreaterEqual(len(kept), 2)
+            teach(out, *args)
+            final = {r["key"]: r for r in lines(records)}
+            self.assertGreater(len(final), len(kept))
+            for r in kept:
+                self.assertEqual(final[r["key"]], r, "a record of the killed run was validated again")
 
     def test_sampled_draws_and_fusion(self):
         with tempfile.TemporaryDirectory() as tmp:
