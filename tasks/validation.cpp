@@ -138,10 +138,11 @@ void TaskValidator::warm(Slot* slot) {
     release(slot);
 }
 
-void TaskValidator::release(Slot* slot) {
+void TaskValidator::release(Slot* slot, bool alone) {
     {
         std::lock_guard lock(mu_);
         free_.push_back(slot);
+        if (alone) alone_running_ = false;
     }
     cv_.notify_all();  // waiters differ in what they wait for (a free worker, or every worker free)
 }
@@ -189,13 +190,7 @@ TaskValidation TaskValidator::run(const json& request, bool alone, bool& memory_
         TaskValidator* v;
         Slot* s;
         bool alone;
-        ~Return() {
-            if (alone) {
-                std::lock_guard lock(v->mu_);
-                v->alone_running_ = false;
-            }
-            v->release(s);
-        }
+        ~Return() { v->release(s, alone); }
     } give_back{this, slot, alone};
     json req = request;
     req["work_dir"] = slot->work_dir;

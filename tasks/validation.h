@@ -91,8 +91,8 @@ public:
 
 private:
     struct Slot;
-    void warm(Slot* slot);     // a warm_up request; the slot is free afterwards whatever came of it
-    void release(Slot* slot);  // back to the free list
+    void warm(Slot* slot);                         // a warm_up request; the slot is free afterwards whatever came of it
+    void release(Slot* slot, bool alone = false);  // back to the free list (alone: ends a run alone)
     // One request on a free worker (alone: once every worker is free, none starting meanwhile);
     // sets `memory_failure` when the module ran out of memory.
     TaskValidation run(const nlohmann::json& req, bool alone, bool& memory_failure);

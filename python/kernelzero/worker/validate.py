@@ -366,10 +366,10 @@ class _Validation:
         except BaseException as e:  # noqa: BLE001
             if harness.is_memory_error(e):
                 self.result["memory_failure"] = True
-            if device.type == "cuda" and harness.is_memory_error(e):
-                self.fail("memory_band", f"the forward runs out of the {_cap_mib(self.req)} MiB a validation may "
-                                         f"hold (band {max_mb} MiB): " + harness.describe_exception(e)[:300])
-                self.end(*_AFTER_FORMAT)
+                if device.type == "cuda":
+                    self.fail("memory_band", f"the forward runs out of the {_cap_mib(self.req)} MiB a validation "
+                                             f"may hold (band {max_mb} MiB): " + harness.describe_exception(e)[:300])
+                    self.end(*_AFTER_FORMAT)
             self.fail("runs", "eager forward failed: " + harness.describe_exception(e))
             self.end(*_AFTER_FORMAT)
         self.info["output_meta"] = harness.meta_of(self.out)
