@@ -10,8 +10,27 @@
 #include "tasks/validation.h"
 #include "train/data_parallel.h"
 #include "train/stored_task.h"
+#include "verify/device_memory.h"
 
 namespace kz {
+
+TrainValidation train_validation(const TrainConfig& cfg, bool data_parallel) {
+    TrainValidation t;
+    ValidationOptions& v = t.options;
+    v.device = cfg.verify_device;
+    v.compile = cfg.verify_device.rfind("cuda", 0) == 0;
+    v.workers = cfg.propose.validation_workers;
+    // The workers start (and compile once) while the models load: otherwise a worker's first module
+    // pays for its start and Inductor's set-up, seconds that land on whichever iteration first
+    // needs that many workers at once.
+    v.warm_up = cfg.propose.enabled;
+    // Every local rank validates at the same time: their workers share the host's CPUs.
+    if (data_parallel) v.processes_on_host = DistEnv::from_environment().value_or(DistEnv{}).local_world;
+    // The validators share the device with the verifier's jobs and start after it.
+    if (const int64_t cap = validation_memory_cap(v); cap > 0 && cfg.propose.enabled)
+        t.reserved_device_bytes = v.workers * (cap + kCudaContextBytes);
+    return t;
+}
 
 using json = nlohmann::json;
 

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "tasks/task_store.h"
+#include "tasks/validation.h"
 #include "train/ranks.h"
+#include "train/train_config.h"
 
 namespace kz {
 
@@ -26,6 +28,15 @@ struct Candidate {
     std::vector<std::string> apis;
     int level = 0;
 };
+
+// The trainer's validation of modules (the Proposer's, and symbolic ones in their place), on the
+// verifier's device, and what its workers may hold there: the verifier leaves that out of its jobs'
+// memory. Without the Proposer no module is validated, so no worker starts and nothing is reserved.
+struct TrainValidation {
+    ValidationOptions options;
+    int64_t reserved_device_bytes = 0;
+};
+TrainValidation train_validation(const TrainConfig& cfg, bool data_parallel);
 
 class ModuleValidation {
 public:

@@ -70,16 +70,9 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
     if (cfg.propose.enabled)
         proposer_ =
             std::make_unique<Policy>("proposer", cfg.proposer, proposer_dir, cfg.device, derive_seed(cfg.seed, 0, 101));
+    const TrainValidation validation = train_validation(cfg, dp != nullptr);
     PipelineOptions po;
-    po.validation.device = cfg.verify_device;
-    po.validation.compile = cfg.verify_device.rfind("cuda", 0) == 0;
-    po.validation.workers = cfg.propose.validation_workers;
-    // The workers start (and compile once) while the models load: otherwise a worker's first module
-    // pays for its start and Inductor's set-up, seconds that land on whichever iteration first
-    // needs that many workers at once.
-    po.validation.warm_up = true;
-    // Every local rank validates at the same time: their workers share the host's CPUs.
-    if (dp) po.validation.processes_on_host = DistEnv::from_environment().value_or(DistEnv{}).local_world;
+    po.validation = validation.options;
     VerifyOptions vo;
     vo.device = cfg.verify_device;
     vo.trials = cfg.verifier.trials;
@@ -88,10 +81,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
     vo.timeout_s = cfg.verifier.timeout_s;
     vo.lanes = cfg.verifier.workers;
     vo.compile_workers = cfg.verifier.workers;
-    // The validators share the device with the verifier's jobs and start after it: what they may
-    // hold is left out of its memory.
-    if (const int64_t cap = validation_memory_cap(po.validation); cap > 0)
-        vo.reserved_device_bytes = po.validation.workers * (cap + kCudaContextBytes);
+    vo.reserved_device_bytes = validation.reserved_device_bytes;
     verifier_ = make_verify_service(cfg.verifier.url, vo);
     verifier_->start();
     if (ranks_.leader())

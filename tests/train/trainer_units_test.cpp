@@ -1,7 +1,7 @@
-// The trainer's own units: the seed schedule, replay from rollout records, a step's wire format
-// between ranks, what a rank takes of a step (with a fake collective for rank 1 of 3), the SFT
-// schedule, an SFT run's resume and its deterministic mode (the SftGpu tests need a CUDA device), and the
-// run directory's checkpoint retention and refusals.
+// The trainer's own units: the seed schedule, what its module validation reserves, replay from
+// rollout records, a step's wire format between ranks, what a rank takes of a step (with a fake
+// collective for rank 1 of 3), the SFT schedule, an SFT run's resume and its deterministic mode (the
+// SftGpu tests need a CUDA device), and the run directory's checkpoint retention and refusals.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -17,12 +17,14 @@
 #include "tests/open_files.h"
 #include "train/checkpoint_series.h"
 #include "train/data_parallel.h"
+#include "train/module_validation.h"
 #include "train/policy.h"
 #include "train/ranks.h"
 #include "train/replay.h"
 #include "train/run_dir.h"
 #include "train/seeds.h"
 #include "train/sft.h"
+#include "verify/device_memory.h"
 
 namespace {
 
@@ -176,6 +178,28 @@ TEST(Ranks, AFollowerTakesItsBlockAndTheLeadersWord) {
     EXPECT_EQ(r.sum(2.0), 6.0);
     r.barrier("eval-1", std::chrono::seconds(1));
     EXPECT_EQ(fake.barriers, std::vector<std::string>{"eval-1"});
+}
+
+// An arm without the Proposer validates no module: its validators must neither start nor take
+// device memory from the verifier's jobs (on an 80 GB card, four validators' reservation left the
+// verifier's eight lanes nothing).
+TEST(TrainValidation, OnlyTheProposerLoopReservesTheValidatorsDeviceMemory) {
+    kz::TrainConfig cfg;
+    cfg.verify_device = "cuda";
+    cfg.propose.validation_workers = 4;
+    cfg.propose.enabled = true;
+    const kz::TrainValidation with = kz::train_validation(cfg, false);
+    EXPECT_TRUE(with.options.warm_up);
+    EXPECT_EQ(with.options.workers, 4);
+    EXPECT_EQ(with.reserved_device_bytes, 4 * (kz::validation_memory_cap(with.options) + kz::kCudaContextBytes));
+    EXPECT_GT(with.reserved_device_bytes, 0);
+    cfg.propose.enabled = false;
+    const kz::TrainValidation without = kz::train_validation(cfg, false);
+    EXPECT_FALSE(without.options.warm_up);
+    EXPECT_EQ(without.reserved_device_bytes, 0);
+    cfg.propose.enabled = true;
+    cfg.verify_device = "cpu";  // no device memory to share
+    EXPECT_EQ(kz::train_validation(cfg, false).reserved_device_bytes, 0);
 }
 
 TEST(SftSchedule, WarmsUpLinearlyThenDecaysByCosineToATenth) {
