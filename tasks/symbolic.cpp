@@ -210,6 +210,30 @@ void apply(Builder& b, const ApiSpec& a) {
 
 }  // namespace
 
+const std::map<std::string, std::vector<std::string>>& constructor_argument_names() {
+    // No two keys share a name (two keys would merge into one argument), and none is a name the
+    // module or a kernel file holds at module level (torch, nn, F, triton, tl) or a forward variable.
+    static const std::map<std::string, std::vector<std::string>> names = {
+        {"bias_shape", {"bias_shape", "bias_size", "bias_len"}},
+        {"c_in", {"c_in", "in_channels", "cin", "channels_in", "n_in"}},
+        {"c_out", {"c_out", "out_channels", "cout", "channels_out", "n_out"}},
+        {"channels", {"channels", "num_features", "n_channels", "features"}},
+        {"dim", {"dim", "axis", "reduce_dim", "along"}},
+        {"embed", {"embed", "embed_dim", "d_model", "hidden"}},
+        {"groups", {"groups", "num_groups", "n_groups"}},
+        {"heads", {"heads", "num_heads", "n_heads"}},
+        {"in_features", {"in_features", "d_in", "fan_in", "input_dim"}},
+        {"kernel", {"kernel", "kernel_size", "ks", "k_size"}},
+        {"last", {"last", "normalized_shape", "width", "last_dim"}},
+        {"out_features", {"out_features", "d_out", "fan_out", "output_dim"}},
+        {"output_padding", {"output_padding", "out_pad", "extra_pad"}},
+        {"output_size", {"output_size", "out_size", "pooled_size"}},
+        {"padding", {"padding", "pad", "pad_size"}},
+        {"stride", {"stride", "step", "hop"}},
+    };
+    return names;
+}
+
 std::string init_signature(const std::vector<std::string>& args) {
     std::string out = "self";
     for (const auto& a : args) out += ", " + a;
@@ -278,6 +302,12 @@ GeneratedTask generate_task(const ApiCatalog& catalog, const ApiSet& set, SizePr
     for (const auto& n : set.apis) order.push_back(&catalog.resolve(n));
     std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) { return stage_of(*x) < stage_of(*y); });
     Builder b(sizes, rng);
+    {
+        // From a stream of their own: the sizes, operators and values a seed draws stay the same.
+        std::mt19937_64 ahead = rng;
+        std::mt19937_64 naming(ahead() ^ 0x6e616d6573ULL);
+        for (const auto& [key, names] : constructor_argument_names()) b.arg_names[key] = pick(names, naming);
+    }
     seed_input(b, *order.front());
     GeneratedTask t;
     for (const ApiSpec* a : order) {

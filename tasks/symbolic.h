@@ -71,6 +71,13 @@ struct GeneratedTask {
     std::string result;
 };
 
+// The names a module's constructor may give a size or a dimension, by the substitution it stands for
+// (c_in, kernel, dim, ...: api_catalog.json's keys); the first is the key itself. Each module draws one
+// per key, as KernelBench's modules name them variously (in_channels, kernel_size, dim): with one
+// name per operator, a kernel writer learns the constructor with the operators and writes a training
+// module's on a new composition, instead of copying the one it is given.
+const std::map<std::string, std::vector<std::string>>& constructor_argument_names();
+
 // `self, a, b`: the parameter list of a constructor taking args.
 std::string init_signature(const std::vector<std::string>& args);
 

@@ -54,11 +54,16 @@ struct Builder {
         input_exprs.push_back(expr.empty() ? "torch.randn(" + shape_args(s) + ")" : expr);
         return name;
     }
+    // This module's name for each substitution key (generate_task draws them); a key without one is
+    // named for itself.
+    std::map<std::string, std::string> arg_names;
     // The constructor argument standing for substitution `key` = value (a module's size, a dimension):
-    // `key` itself, or `key2`, `key3`, ... where an earlier operator took `key` with another value.
+    // its name, or the name numbered 2, 3, ... where an earlier operator took `key` with another value.
     std::string init_arg(const std::string& key, const std::string& value) {
+        const auto named = arg_names.find(key);
+        const std::string& base = named == arg_names.end() ? key : named->second;
         for (int n = 1;; ++n) {
-            const std::string name = n == 1 ? key : key + std::to_string(n);
+            const std::string name = n == 1 ? base : base + std::to_string(n);
             auto it = std::find_if(init_args.begin(), init_args.end(), [&](const auto& a) { return a.first == name; });
             if (it == init_args.end()) {
                 init_args.emplace_back(name, value);

@@ -2,6 +2,7 @@
 // the verifier in test_teach.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <sstream>
@@ -113,40 +114,63 @@ TEST(Teacher, EachKernelAndItsLaunchNameTheModuleLinesTheyCompute) {
 }
 
 TEST(Teacher, ModulesTakeTheirSizesAsConstructorArgumentsAsKernelBenchWritesThem) {
-    // conv2d's line is one text in every draw: the numbers are get_init_inputs' values.
-    std::set<std::string> lines, values;
-    for (uint64_t seed = 1; seed <= 6; ++seed) {
+    // conv2d's line names its sizes with the module's constructor arguments, whose names each module
+    // draws (as KernelBench's modules name them variously); the numbers are get_init_inputs' values.
+    // The teacher's constructor is the module's, names included.
+    const auto& names = kz::constructor_argument_names();
+    const std::vector<std::string> keys = {"c_in", "c_out", "kernel", "stride", "padding"};
+    std::set<std::string> signatures, values;
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
         kz::GeneratedTask t = task_of({"conv2d", "relu"}, 2, seed);
         ASSERT_EQ(t.init.size(), 1u);
-        EXPECT_EQ(t.init_args, (std::vector<std::string>{"c_in", "c_out", "kernel", "stride", "padding"}));
-        lines.insert(t.init[0]);
+        const std::vector<std::string>& a = t.init_args;
+        ASSERT_EQ(a.size(), keys.size()) << t.source;
+        for (size_t i = 0; i < keys.size(); ++i) {
+            const std::vector<std::string>& allowed = names.at(keys[i]);
+            EXPECT_NE(std::find(allowed.begin(), allowed.end(), a[i]), allowed.end()) << keys[i] << ": " << a[i];
+        }
+        EXPECT_EQ(t.init[0], "self.m0 = nn.Conv2d(" + a[0] + ", " + a[1] + ", kernel_size=" + a[2] +
+                                 ", stride=" + a[3] + ", padding=" + a[4] + ")");
+        const std::string signature = "    def __init__(" + kz::init_signature(a) + "):\n";
+        signatures.insert(signature);
+        EXPECT_NE(t.source.find(signature), std::string::npos) << t.source;
         const size_t at = t.source.find("def get_init_inputs():\n    return [");
         ASSERT_NE(at, std::string::npos) << t.source;
         values.insert(t.source.substr(at, t.source.find(']', at) - at));
-        EXPECT_NE(t.source.find("    def __init__(self, c_in, c_out, kernel, stride, padding):\n"), std::string::npos);
         kz::TeacherCandidate c = kz::teach_triton(t, kz::TeacherQuality::naive);
         ASSERT_TRUE(c.written);
-        EXPECT_NE(
-            c.source.find("    def __init__(self, c_in, c_out, kernel, stride, padding):\n        super().__init__()\n"
-                          "        " +
-                          t.init[0] + "\n"),
-            std::string::npos)
+        EXPECT_NE(c.source.find(signature + "        super().__init__()\n        " + t.init[0] + "\n"),
+                  std::string::npos)
             << c.source;
     }
-    EXPECT_EQ(lines, (std::set<std::string>{
-                         "self.m0 = nn.Conv2d(c_in, c_out, kernel_size=kernel, stride=stride, padding=padding)"}));
+    EXPECT_GT(signatures.size(), 2u) << "the names vary between modules";
     EXPECT_GT(values.size(), 1u) << "the sizes still vary between draws";
+    // No two keys share a name: they would merge into one argument.
+    std::set<std::string> all;
+    size_t n = 0;
+    for (const auto& [key, list] : names) {
+        EXPECT_EQ(list.front(), key);
+        all.insert(list.begin(), list.end());
+        n += list.size();
+    }
+    EXPECT_EQ(all.size(), n);
     // A dimension is an argument too, and the teacher's launcher names it.
     kz::GeneratedTask rows = task_of({"relu", "softmax"}, 1);
-    EXPECT_EQ(rows.init_args, (std::vector<std::string>{"dim"}));
-    EXPECT_NE(rows.source.find("    def __init__(self, dim):\n        super().__init__()\n        self.dim = dim\n"),
+    ASSERT_EQ(rows.init_args.size(), 1u);
+    const std::string& d = rows.init_args[0];
+    const std::vector<std::string>& dims = names.at("dim");
+    EXPECT_NE(std::find(dims.begin(), dims.end(), d), dims.end()) << d;
+    EXPECT_NE(rows.source.find("    def __init__(self, " + d + "):\n        super().__init__()\n        self." + d +
+                               " = " + d + "\n"),
               std::string::npos)
         << rows.source;
-    EXPECT_NE(rows.source.find(", dim=self.dim)"), std::string::npos) << rows.source;
+    EXPECT_NE(rows.source.find(", dim=self." + d + ")"), std::string::npos) << rows.source;
     kz::TeacherCandidate c = kz::teach_triton(rows, kz::TeacherQuality::fused);
     ASSERT_TRUE(c.written);
-    EXPECT_NE(c.source.find("x.shape[:self.dim].numel(), x.shape[self.dim], x.shape[self.dim + 1:].numel()"),
-              std::string::npos)
+    const std::string attr = "self." + d;
+    EXPECT_NE(
+        c.source.find("x.shape[:" + attr + "].numel(), x.shape[" + attr + "], x.shape[" + attr + " + 1:].numel()"),
+        std::string::npos)
         << c.source;
     // Without a module or a dimension, no arguments.
     EXPECT_TRUE(task_of({"relu", "exp"}, 1).init_args.empty());
