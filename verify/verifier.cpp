@@ -259,10 +259,14 @@ void Verifier::start() {
             capacity = device_capacity(m.value("total", int64_t{0}), m.value("free", int64_t{0}), opts_.lanes,
                                        opts_.reserved_device_bytes);
         }
-        if (capacity < kGiB)
+        if (capacity < kGiB) {
+            const std::string kept = opts_.reserved_device_bytes > 0 ? ", " + gib(opts_.reserved_device_bytes) +
+                                                                           " kept for the module validators beside it"
+                                                                     : "";
             throw std::runtime_error("device " + opts_.device + " leaves " + gib(capacity) +
-                                     " for the verifier's jobs (" + std::to_string(opts_.lanes) +
-                                     " lanes): fewer lanes, or free the device");
+                                     " for the verifier's jobs (" + std::to_string(opts_.lanes) + " lanes" + kept +
+                                     "): fewer lanes or validators, or free the device");
+        }
         budget_ = std::make_unique<DeviceMemoryBudget>(capacity);
         clock.lap("capacity_s");
     }
