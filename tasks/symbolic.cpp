@@ -150,7 +150,7 @@ void apply(Builder& b, const ApiSpec& a) {
     if (a.output != "index" && k != "loss_class") b.as_float();
     b.fit_rank(a);
     const size_t r = b.shape.size();
-    std::string m = "m" + std::to_string(b.mods);
+    std::string m = numbered("m", static_cast<size_t>(b.mods));
     subs["m"] = m, subs["p"] = m;
     Shape out = b.shape;
     auto operand = [&](const std::string& v) { return in_domain(v, a.domain); };

@@ -24,6 +24,14 @@ const T& pick(const std::vector<T>& v, std::mt19937_64& rng) {
     return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
 }
 
+// `prefix` followed by n: a0, v3, m1. Appended rather than `prefix + std::to_string(n)`, on which
+// GCC 12 warns falsely (-Wrestrict, its bug 105329).
+inline std::string numbered(const char* prefix, size_t n) {
+    std::string s = prefix;
+    s += std::to_string(n);
+    return s;
+}
+
 inline int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
 
 inline std::string shape_args(const Shape& s) {
@@ -49,7 +57,7 @@ struct Builder {
     bool small() const { return sizes == SizeProfile::small; }
 
     std::string new_input(const Shape& s, const std::string& expr = "") {
-        std::string name = "a" + std::to_string(params.size());
+        std::string name = numbered("a", params.size());
         params.push_back(name);
         input_exprs.push_back(expr.empty() ? "torch.randn(" + shape_args(s) + ")" : expr);
         return name;
@@ -74,7 +82,7 @@ struct Builder {
     }
     // Adds a line `vN = expr` to forward, recorded as a layout step (apply() marks its operator line).
     void assign(const std::string& expr, Shape s) {
-        std::string v = "v" + std::to_string(++vars);
+        std::string v = numbered("v", static_cast<size_t>(++vars));
         ForwardStep step;
         step.output = v, step.expr = expr, step.in_shape = shape, step.out_shape = s;
         steps.push_back(std::move(step));

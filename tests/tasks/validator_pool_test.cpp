@@ -26,11 +26,12 @@ TEST(TaskValidatorPool, ConcurrentValidationsMatchSerialOnes) {
         tasks.push_back(kz::generate_task(catalog, set, kz::SizeProfile::small, rng));
     }
     // A module that fails (it ignores its input): the pool must not mix up whose verdict is whose.
-    tasks.push_back(
-        {"import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.zeros(3)\n"
-         "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n",
-         tasks[0].apis,
-         {}});
+    kz::GeneratedTask ignores_input;
+    ignores_input.source =
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.zeros(3)\n"
+        "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n";
+    ignores_input.apis = tasks[0].apis;
+    tasks.push_back(ignores_input);
     kz::ValidationOptions one;
     kz::TaskValidator serial(catalog, one);
     std::vector<nlohmann::json> want;
