@@ -81,22 +81,26 @@ def syntax_failures(eval_dir):
 
 
 def failure_counts(name, eval_dir):
-    """An evaluation's verdicts by status, most first, as 'name: runtime_error 60 (26 launch a kernel
-    never defined), incorrect 27, ...': a kernel launched but never defined is the held-out
-    failure of a Coder that copies a training kernel's launch without composing its body. None when
-    the evaluation kept no verdicts."""
+    """An evaluation's verdicts by status, most first, as 'name: runtime_error 77 (17 launch a kernel
+    never defined, 42 fail constructing ModelNew), incorrect 12, ...': a kernel launched but never
+    defined is the held-out failure of a Coder that copies a training kernel's launch without
+    composing its body; a ModelNew that cannot be built from get_init_inputs is one whose constructor
+    is a training module's, not the module's. None when the evaluation kept no verdicts."""
     vs = verdicts(eval_dir)
     if vs is None:
         return None
-    counts, undefined = {}, 0
+    counts, undefined, constructing = {}, 0, 0
     for v in vs:
         status = v.get("status", "unknown")
         counts[status] = counts.get(status, 0) + 1
-        m = re.search(r"NameError: name '(\w+)' is not defined", v.get("reason") or "")
+        reason = v.get("reason") or ""
+        m = re.search(r"NameError: name '(\w+)' is not defined", reason)
         undefined += status == "runtime_error" and m is not None and m.group(1).endswith("kernel")
+        constructing += status == "runtime_error" and reason.startswith("constructing ModelNew failed")
     parts = []
     for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        extra = f" ({undefined} launch a kernel never defined)" if status == "runtime_error" else ""
+        extra = (f" ({undefined} launch a kernel never defined, {constructing} fail constructing ModelNew)"
+                 if status == "runtime_error" else "")
         parts.append(f"{status} {n}{extra}")
     return f"{name}: " + ", ".join(parts)
 

@@ -65,10 +65,13 @@ class LearningTable(unittest.TestCase):
                 {"status": "runtime_error", "reason": "forward raised: NameError: name 'relu_kernel' is not defined"},
                 {"status": "runtime_error", "reason": "forward raised: NameError: name 'a1' is not defined"},
                 {"status": "runtime_error", "reason": "forward raised: ValueError: too many values to unpack"},
+                {"status": "runtime_error", "reason": "constructing ModelNew failed: TypeError: ModelNew.__init__() "
+                                                      "missing 1 required positional argument: 'dim'"},
                 {"status": "incorrect", "reason": "NameError: name 'x_kernel' is not defined"},
                 {"status": "incorrect"}])
             self.assertEqual(t.failure_counts("arm A", d),
-                             "arm A: runtime_error 3 (1 launch a kernel never defined), incorrect 2, correct 1")
+                             "arm A: runtime_error 4 (1 launch a kernel never defined, 1 fail constructing ModelNew), "
+                             "incorrect 2, correct 1")
 
     def test_completions_against_their_module(self):
         t = load_script("table")
