@@ -98,7 +98,7 @@ Runner add_train(CLI::App& app) {
 
 Runner add_sft(CLI::App& app) {
     struct Args {
-        std::string config, data, out, device;
+        std::string config, data, eval_data, out, device;
         std::optional<int> epochs;
         bool resume = false;
     };
@@ -107,6 +107,7 @@ Runner add_sft(CLI::App& app) {
         app.add_subcommand("sft", "Supervised fine-tuning of the Coder on (prompt, completion) JSONL (design 6.6)");
     cmd->add_option("--config", a->config, "TOML configuration: [coder], device, seed and [sft]")->required();
     cmd->add_option("--data", a->data, "Overrides sft.data");
+    cmd->add_option("--eval-data", a->eval_data, "Overrides sft.eval_data (pairs whose loss each epoch measures)");
     cmd->add_option("--out", a->out, "Overrides sft.out");
     cmd->add_option("--epochs", a->epochs, "Overrides sft.epochs")->check(CLI::Range(1, 100000));
     cmd->add_option("--device", a->device, "Overrides device (cpu, cuda, cuda:N)");
@@ -116,6 +117,7 @@ Runner add_sft(CLI::App& app) {
         try {
             TrainConfig c = load_train_config(a->config);
             if (!a->data.empty()) c.sft.data = a->data;
+            if (!a->eval_data.empty()) c.sft.eval_data = a->eval_data;
             if (!a->out.empty()) c.sft.out = a->out;
             if (a->epochs) c.sft.epochs = *a->epochs;
             if (!a->device.empty()) c.device = a->device;

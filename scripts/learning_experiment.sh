@@ -60,12 +60,16 @@ corpus)
 sft | proposer)
   # A model directory is renamed into place once its run is done; an interrupted run resumes. Only arm
   # D loads the Proposer: a session of B and C arms skips its SFT.
-  role=coder out=$DIR/sft data=$CORPUS/train.jsonl
-  [[ $stage == proposer ]] && role=proposer out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl
+  # The Coder's held-out loss after each epoch: the held-out tasks' teacher pairs (a corpus made
+  # before heldout.jsonl existed has none).
+  role=coder out=$DIR/sft data=$CORPUS/train.jsonl held_out=()
+  [[ -f $CORPUS/heldout.jsonl ]] && held_out=(--eval-data "$CORPUS/heldout.jsonl")
+  [[ $stage == proposer ]] && role=proposer out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl held_out=()
   if [[ ! -d $out/model ]]; then
     resume=()
     [[ -n $(find "$out/checkpoints" -maxdepth 1 -name 'step-*' ! -name '*.tmp' 2>/dev/null) ]] && resume=(--resume)
-    "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" --out "$out" --device "$DEV" "${resume[@]}"
+    "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" "${held_out[@]}" --out "$out" --device "$DEV" \
+      "${resume[@]}"
   fi
   if [[ $stage == sft ]]; then
     # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.

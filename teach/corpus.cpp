@@ -186,7 +186,9 @@ json build_corpus(const CorpusOptions& o) {
     const Split split = split_tasks(tasks, o);
     const CoderPrompt prompt = CoderPrompt::load(CoderFormat::triton);
     const std::string catalog_path = ApiCatalog::path_or_default(o.catalog);
-    const Pairs pairs = make_pairs(split.train, o, prompt, ApiCatalog::load(catalog_path));
+    const ApiCatalog catalog = ApiCatalog::load(catalog_path);
+    const Pairs pairs = make_pairs(split.train, o, prompt, catalog);
+    const Pairs heldout_pairs = make_pairs(split.heldout, o, prompt, catalog);
 
     fs::create_directories(o.out_dir);
     write_task_dir(o.out_dir + "/heldout", split.heldout);
@@ -198,6 +200,7 @@ json build_corpus(const CorpusOptions& o) {
     write_file_atomic(o.out_dir + "/heldout/api_sets.txt", set_lines);
     write_families_catalog(catalog_path, o.out_dir + "/catalog.json");
     write_file_atomic(o.out_dir + "/train.jsonl", pairs.coder);
+    write_file_atomic(o.out_dir + "/heldout.jsonl", heldout_pairs.coder);
     write_file_atomic(o.out_dir + "/proposer.jsonl", pairs.proposer);
     const int n_pairs = static_cast<int>(pairs.tasks.size());
     // Operators the evaluation asks for that no training pair shows: a held-out task with one of them
@@ -229,6 +232,7 @@ json build_corpus(const CorpusOptions& o) {
                     {"heldout_with_unseen_operators", with_unseen},
                     {"train_pairs", n_pairs},
                     {"proposer_pairs", n_pairs},
+                    {"heldout_pairs", heldout_pairs.tasks.size()},
                     {"train_by_quality", pairs.by_quality},
                     {"dropped",
                      {{"repeats", split.repeats},

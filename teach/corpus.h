@@ -2,6 +2,8 @@
 // pairs in the trainer's format (train/sft.h: the Coder prompt of prompts/, the candidate as the
 // answer), and a held-out evaluation set that shares no API set with them. Writes, under out_dir:
 //   train.jsonl     {"prompt": [messages], "completion", "task", "quality", "apis"} per pair
+//   heldout.jsonl   the same for the held-out tasks, never trained on: the SFT's held-out loss
+//                   (sft.eval_data)
 //   proposer.jsonl  the Proposer's pairs over the same training tasks: its prompt for the task's API
 //                   set (tasks/proposer.h) and the task file as the answer, {"prompt", "completion",
 //                   "task", "apis"}: SFT of a Proposer that writes valid modules

@@ -26,9 +26,17 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json SftResult::to_json() const {
-    return {{"pairs", pairs},     {"skipped", skipped}, {"steps", steps},           {"total_steps", total_steps},
-            {"stopped", stopped}, {"tokens", tokens},   {"first_loss", first_loss}, {"last_loss", last_loss},
-            {"seconds", seconds}, {"out", out}};
+    return {{"pairs", pairs},
+            {"skipped", skipped},
+            {"steps", steps},
+            {"total_steps", total_steps},
+            {"stopped", stopped},
+            {"tokens", tokens},
+            {"first_loss", first_loss},
+            {"last_loss", last_loss},
+            {"seconds", seconds},
+            {"out", out},
+            {"held_out_loss", held_out_loss}};
 }
 
 namespace {
@@ -49,11 +57,36 @@ std::vector<ChatMessage> prompt_messages(const json& p, const std::string& where
 
 }  // namespace
 
-std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped) {
-    const auto& s = cfg.sft;
-    std::vector<SftPair> pairs;
-    int64_t too_long = 0;
-    auto add = [&](const std::vector<ChatMessage>& prompt, const std::string& completion) {
+namespace {
+
+// Reads pairs from a JSONL file (sft.data's format), each to `add`; `key` names the setting in errors.
+void read_jsonl_pairs(const std::string& path, const std::string& key,
+                      const std::function<void(const std::vector<ChatMessage>&, const std::string&)>& add) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + key + " " + path);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = path + ":" + std::to_string(n);
+        json j;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception& e) {
+            throw std::runtime_error(where + ": not JSON (" + std::string(e.what()) + ")");
+        }
+        if (!j.is_object() || !j.contains("prompt") || !j.contains("completion") || !j["completion"].is_string())
+            throw std::runtime_error(where + ": needs \"prompt\" and a string \"completion\"");
+        add(prompt_messages(j["prompt"], where), j["completion"].get<std::string>());
+    }
+}
+
+// Tokenises pairs for `policy` into `pairs`; those over sft.max_tokens are counted in `too_long`.
+struct PairTokeniser {
+    const Policy& policy;
+    int64_t max_tokens;
+    std::vector<SftPair>& pairs;
+    int64_t& too_long;
+    void operator()(const std::vector<ChatMessage>& prompt, const std::string& completion) const {
         SftPair p;
         p.prompt = policy.encode_chat(prompt);
         p.completion = policy.tokenizer().encode(completion);
@@ -62,29 +95,21 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
             p.completion.push_back(*im_end);
         else if (!policy.stops().empty())
             p.completion.push_back(policy.stops().front());
-        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > s.max_tokens)
+        if (static_cast<int64_t>(p.prompt.size() + p.completion.size()) > max_tokens)
             ++too_long;
         else
             pairs.push_back(std::move(p));
-    };
-    if (!s.data.empty()) {
-        std::ifstream in(s.data);
-        if (!in) throw std::runtime_error("cannot read sft.data " + s.data);
-        std::string line;
-        for (int n = 1; std::getline(in, line); ++n) {
-            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-            const std::string where = s.data + ":" + std::to_string(n);
-            json j;
-            try {
-                j = json::parse(line);
-            } catch (const json::exception& e) {
-                throw std::runtime_error(where + ": not JSON (" + std::string(e.what()) + ")");
-            }
-            if (!j.is_object() || !j.contains("prompt") || !j.contains("completion") || !j["completion"].is_string())
-                throw std::runtime_error(where + ": needs \"prompt\" and a string \"completion\"");
-            add(prompt_messages(j["prompt"], where), j["completion"].get<std::string>());
-        }
     }
+};
+
+}  // namespace
+
+std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped) {
+    const auto& s = cfg.sft;
+    std::vector<SftPair> pairs;
+    int64_t too_long = 0;
+    const PairTokeniser add{policy, s.max_tokens, pairs, too_long};
+    if (!s.data.empty()) read_jsonl_pairs(s.data, "sft.data", add);
     if (!s.tasks.empty()) {
         CoderPrompt prompt = CoderPrompt::load(coder_format(cfg.backend, cfg.format));
         for (const auto& t : load_task_dirs({s.tasks})) {
@@ -93,6 +118,16 @@ std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy
             add(prompt.messages(t.source), coder_answer(read_file(cand.string())));
         }
     }
+    if (skipped) *skipped = too_long;
+    return pairs;
+}
+
+std::vector<SftPair> load_sft_eval_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped) {
+    std::vector<SftPair> pairs;
+    int64_t too_long = 0;
+    if (!cfg.sft.eval_data.empty())
+        read_jsonl_pairs(cfg.sft.eval_data, "sft.eval_data",
+                         PairTokeniser{policy, cfg.sft.max_tokens, pairs, too_long});
     if (skipped) *skipped = too_long;
     return pairs;
 }
@@ -175,6 +210,50 @@ std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int bat
     return order;
 }
 
+namespace {
+
+// The pairs `which` as one padded batch on `dev`; `*tokens` grows by their completion tokens.
+TrainBatch sft_batch(const std::vector<SftPair>& pairs, const std::vector<size_t>& which, const torch::Device& dev,
+                     int64_t* tokens) {
+    int64_t T = 0;
+    for (size_t i : which) T = std::max(T, static_cast<int64_t>(pairs[i].prompt.size() + pairs[i].completion.size()));
+    const auto B = static_cast<int64_t>(which.size());
+    auto ids = torch::zeros({B, T}, torch::kInt64);        // (B, T)
+    auto valid = torch::zeros({B, T}, torch::kBool);       // (B, T)
+    auto weights = torch::zeros({B, T}, torch::kFloat32);  // (B, T): 1 where ids[:, t] is a completion token
+    for (int64_t k = 0; k < B; ++k) {
+        const SftPair& p = pairs[which[static_cast<size_t>(k)]];
+        const auto P = static_cast<int64_t>(p.prompt.size()), L = static_cast<int64_t>(p.completion.size());
+        ids[k].slice(0, 0, P).copy_(torch::tensor(p.prompt, torch::kInt64));
+        ids[k].slice(0, P, P + L).copy_(torch::tensor(p.completion, torch::kInt64));
+        valid[k].slice(0, 0, P + L).fill_(true);
+        weights[k].slice(0, P, P + L).fill_(1.0);
+        *tokens += L;
+    }
+    return {ids.to(dev), valid.to(dev), weights.to(dev)};
+}
+
+}  // namespace
+
+double sft_held_out_loss(Policy& policy, const std::vector<SftPair>& pairs, int batch_size) {
+    const torch::NoGradGuard no_grad;
+    const torch::Device dev = policy.model().device();
+    double sum = 0;
+    int64_t tokens = 0;
+    for (size_t b = 0; b < pairs.size(); b += static_cast<size_t>(batch_size)) {
+        std::vector<size_t> which;
+        for (size_t i = b; i < std::min(pairs.size(), b + static_cast<size_t>(batch_size)); ++i) which.push_back(i);
+        int64_t n = 0;
+        const TrainBatch batch = sft_batch(pairs, which, dev, &n);
+        const torch::Tensor logprobs =
+            sequence_logprobs(policy.model(), batch, 1024, ScoredRows::weighted);  // (B, T-1)
+        // weighted_nll is the mean over the batch's completion tokens: weighted by their count.
+        sum += weighted_nll(logprobs, batch).item<double>() * static_cast<double>(n);
+        tokens += n;
+    }
+    return tokens ? sum / static_cast<double>(tokens) : 0.0;
+}
+
 SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const TrainConfig& cfg,
                     const std::atomic<bool>& stop, const SftRunOptions& run) {
     const auto& s = cfg.sft;
@@ -211,6 +290,7 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             r.tokens = p.at("tokens").get<int64_t>();
             r.first_loss = p.at("first_loss").get<double>();
             r.last_loss = p.at("last_loss").get<double>();
+            r.held_out_loss = p.value("held_out_loss", std::vector<double>{});
             seconds_before = p.at("seconds").get<double>();
             std::fprintf(stderr, "[sft] resumed at step %lld of %lld (epoch %d)\n", static_cast<long long>(r.steps),
                          static_cast<long long>(r.total_steps), at.epoch + 1);
@@ -236,6 +316,7 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
                       {"tokens", r.tokens},
                       {"first_loss", r.first_loss},
                       {"last_loss", r.last_loss},
+                      {"held_out_loss", r.held_out_loss},
                       {"seconds", elapsed()}};
             write_file_atomic(dir + "/progress.json", p.dump() + "\n");
         });
@@ -252,24 +333,11 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
         }
         const std::vector<size_t>& order = at.order;
         for (; at.next < order.size() && !stop; at.next += static_cast<size_t>(s.batch_size)) {
-            const size_t b = at.next;
-            const size_t n = std::min(order.size() - b, static_cast<size_t>(s.batch_size));
-            int64_t T = 0;
-            for (size_t k = 0; k < n; ++k) T = std::max(T, lengths[order[b + k]]);
-            const auto B = static_cast<int64_t>(n);
-            auto ids = torch::zeros({B, T}, torch::kInt64);        // (B, T)
-            auto valid = torch::zeros({B, T}, torch::kBool);       // (B, T)
-            auto weights = torch::zeros({B, T}, torch::kFloat32);  // (B, T): 1 where ids[:, t] is a completion token
-            for (int64_t k = 0; k < B; ++k) {
-                const SftPair& p = pairs[order[b + static_cast<size_t>(k)]];
-                const auto P = static_cast<int64_t>(p.prompt.size()), L = static_cast<int64_t>(p.completion.size());
-                ids[k].slice(0, 0, P).copy_(torch::tensor(p.prompt, torch::kInt64));
-                ids[k].slice(0, P, P + L).copy_(torch::tensor(p.completion, torch::kInt64));
-                valid[k].slice(0, 0, P + L).fill_(true);
-                weights[k].slice(0, P, P + L).fill_(1.0);
-                r.tokens += L;
-            }
-            TrainBatch batch{ids.to(dev), valid.to(dev), weights.to(dev)};
+            const size_t n = std::min(order.size() - at.next, static_cast<size_t>(s.batch_size));
+            const TrainBatch batch = sft_batch(pairs,
+                                               {order.begin() + static_cast<std::ptrdiff_t>(at.next),
+                                                order.begin() + static_cast<std::ptrdiff_t>(at.next + n)},
+                                               dev, &r.tokens);
             opt.set_lr(sft_lr(s, oc.lr, r.steps, r.total_steps));
             const double loss = accumulate(policy.model(), batch, weighted_nll, 1, 1024, ScoredRows::weighted);
             opt.step();
@@ -281,10 +349,15 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
             if (run.after_step) run.after_step(r.steps);
         }
         if (at.next < order.size()) break;  // stopped part-way through the epoch
+        std::string held_out;
+        if (!run.held_out.empty()) {
+            r.held_out_loss.push_back(sft_held_out_loss(policy, run.held_out, s.batch_size));
+            held_out = ", held-out loss " + std::to_string(r.held_out_loss.back());
+        }
         if (at.epoch_steps)
-            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f, lr %.2e, %.0f s\n", at.epoch + 1,
+            std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f%s, lr %.2e, %.0f s\n", at.epoch + 1,
                          static_cast<long long>(at.epoch_steps), at.epoch_loss / static_cast<double>(at.epoch_steps),
-                         sft_lr(s, oc.lr, r.steps - 1, r.total_steps), elapsed());
+                         held_out.c_str(), sft_lr(s, oc.lr, r.steps - 1, r.total_steps), elapsed());
         at = {at.epoch + 1, 0, {}, 0, 0};  // a finished epoch's checkpoint points at the next one
         checkpoint();
     }
@@ -338,7 +411,12 @@ SftResult run_sft(const TrainConfig& cfg, const std::atomic<bool>& stop, bool re
         write_file_atomic(record_path, record.dump(2) + "\n");
     }
 
-    SftResult r = sft_train(policy, pairs, cfg, stop, {checkpoints, {}});
+    int64_t eval_skipped = 0;
+    SftRunOptions run{checkpoints, {}, load_sft_eval_pairs(cfg, policy, &eval_skipped)};
+    if (!s.eval_data.empty() && run.held_out.empty())
+        throw std::runtime_error("sft.eval_data " + s.eval_data + " has no usable pair (" +
+                                 std::to_string(eval_skipped) + " too long)");
+    SftResult r = sft_train(policy, pairs, cfg, stop, run);
     r.skipped = skipped;
     r.out = s.out;
     if (r.stopped) return r;

@@ -24,6 +24,7 @@ namespace kz {
 struct SftResult {
     int64_t pairs = 0, skipped = 0, steps = 0, total_steps = 0, tokens = 0;
     double first_loss = 0, last_loss = 0, seconds = 0;  // seconds: of every session of the run
+    std::vector<double> held_out_loss;                  // after each epoch, on the held-out pairs (if any)
     bool stopped = false;  // `stop` ended it before its last step (its state is in the checkpoint)
     std::string out;
     nlohmann::json to_json() const;
@@ -39,6 +40,12 @@ struct SftPair {
 // longer than sft.max_tokens are counted in *skipped. Throws std::runtime_error naming the file and
 // line of a malformed pair.
 std::vector<SftPair> load_sft_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped);
+// The pairs of sft.eval_data, tokenised and filtered the same way; none when it is not set.
+std::vector<SftPair> load_sft_eval_pairs(const TrainConfig& cfg, const Policy& policy, int64_t* skipped);
+
+// The mean loss per completion token of `pairs` under the policy's model, without gradients: what
+// an SFT epoch is judged by on pairs it never trains on. Batches of `batch_size`.
+double sft_held_out_loss(Policy& policy, const std::vector<SftPair>& pairs, int batch_size);
 
 // The learning rate of step `step` (0-based) of `total`: sft.warmup_steps of linear warm-up from 0
 // to `base`, then `base` (schedule "constant") or a cosine from `base` to base / 10 ("cosine").
@@ -50,14 +57,17 @@ double sft_lr(const SftSpec& s, double base, int64_t step, int64_t total);
 std::vector<size_t> sft_epoch_order(const std::vector<int64_t>& lengths, int batch_size, bool group_by_length,
                                     std::mt19937_64& rng);
 
-// How sft_train keeps a run resumable. `checkpoints`: a directory of step-NNNNNN checkpoints (the
-// optimizer's exact state, the epoch's data order, the random state and the counters), one written
+// How sft_train keeps a run resumable, and what it measures beside training. `checkpoints`: a directory of step-NNNNNN
+// checkpoints (the optimizer's exact state, the epoch's data order, the random state and the counters), one written
 // after every epoch and one when `stop` ends the run early, the newest kept; a run given a directory
 // that holds one continues from it, and ends with the weights an uninterrupted run would have. Empty:
 // nothing kept. `after_step(steps)`: called after each optimizer step (tests stop a run through it).
 struct SftRunOptions {
     std::string checkpoints;
     std::function<void(int64_t steps)> after_step;
+    // Pairs never trained on: their loss after every epoch goes into SftResult::held_out_loss (and
+    // the checkpoints, so that a resumed run keeps the curve). Measuring it changes no weight.
+    std::vector<SftPair> held_out;
 };
 
 // What sft.deterministic needs of the process before cuBLAS makes its first handle and before other

@@ -215,6 +215,7 @@ const auto sft_fields = [](auto& p, auto& v) {
     v.path("data", p.data);
     v.path("tasks", p.tasks);
     v.path("candidates", p.candidates);
+    v.path("eval_data", p.eval_data);
     v("lr", p.lr, AtLeast{0});
     v("schedule", p.schedule, OneOf{{"constant", "cosine"}});
     v("warmup_steps", p.warmup_steps, AtLeast{0});

@@ -97,6 +97,9 @@ struct SftSpec {
     // And/or pairs from two directories: each task file of `tasks` with the candidate of the same
     // name in `candidates`, as the Coder prompt and a ```python block (the answer format it asks for).
     std::string tasks, candidates;
+    // JSONL pairs in sft.data's format that are never trained on: their mean completion loss is
+    // measured after every epoch (a held-out curve: where the SFT stops generalising). Empty: none.
+    std::string eval_data;
     double lr = 0;  // 0: the policy's lr
     // "constant", or "cosine": from lr down to lr / 10 over all steps. Either starts with
     // warmup_steps of linear warm-up from 0 (training from scratch needs it; fine-tuning rarely).

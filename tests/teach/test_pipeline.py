@@ -79,7 +79,8 @@ class Pipeline(unittest.TestCase):
             config = re.sub(r'(?m)^tasks = \["examples/known_good/tasks"\]$',
                             "tasks = [" + json.dumps(str(tmp / "corpus" / "heldout")) + "]", config)
             config = re.sub(r"(?ms)^\[sft\].*?(?=^\[|\Z)", "", config)
-            config += f'\n[sft]\ndata = {json.dumps(str(tmp / "corpus" / "train.jsonl"))}\nbatch_size = 2\nmax_tokens = 8192\n'
+            config += (f'\n[sft]\ndata = {json.dumps(str(tmp / "corpus" / "train.jsonl"))}\n'
+                       f'eval_data = {json.dumps(str(tmp / "corpus" / "heldout.jsonl"))}\nbatch_size = 2\nmax_tokens = 8192\n')
             (tmp / "run.toml").write_text(config)
             run("train", "--config", str(tmp / "run.toml"), "--out", str(tmp / "run"))
 
@@ -88,6 +89,10 @@ class Pipeline(unittest.TestCase):
             m = metrics[0]
             self.assertEqual(m["warm_start"]["pairs"], corpus["train_pairs"], m["warm_start"])
             self.assertGreater(m["warm_start"]["steps"], 0)
+            # The held-out tasks' teacher pairs, never trained on, measured after the SFT's epoch.
+            self.assertEqual(len(lines(tmp / "corpus" / "heldout.jsonl")), corpus["heldout_pairs"])
+            self.assertEqual(len(m["warm_start"]["held_out_loss"]), 1, m["warm_start"])
+            self.assertGreater(m["warm_start"]["held_out_loss"][0], 0)
             self.assertTrue(m["coder"]["steps"], "no CA-GRPO step")
             self.assertEqual(m["eval"]["tasks"], corpus["heldout_tasks"])
             verdicts = lines(next((tmp / "run" / "eval").iterdir()) / "verdicts.jsonl")

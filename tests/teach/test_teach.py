@@ -171,6 +171,14 @@ class Teach(unittest.TestCase):
             candidate = (teach_dir / p["quality"] / f"{p['task']}.py").read_text()
             self.assertEqual(p["completion"], "```python\n" + candidate + "```")
         self.assertEqual({p["quality"] for p in pairs}, {"naive", "fused"})
+        # The held-out tasks' pairs (the SFT's held-out loss): one a held-out task, as the training ones.
+        held_pairs = lines(out / "heldout.jsonl")
+        self.assertEqual(sorted(p["task"] for p in held_pairs), heldout)
+        self.assertEqual(len(held_pairs), summary["heldout_pairs"])
+        for p in held_pairs:
+            self.assertIn((out / "heldout" / f"{p['task']}.py").read_text(), p["prompt"][1]["content"])
+            candidate = (teach_dir / p["quality"] / f"{p['task']}.py").read_text()
+            self.assertEqual(p["completion"], "```python\n" + candidate + "```")
         self.assertEqual(len(pairs) + len(heldout) + sum(summary["dropped"].values()), summary["verified_tasks"])
         taught = {a for p in pairs for a in p["apis"]}
         unseen = {}

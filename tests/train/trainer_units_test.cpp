@@ -251,7 +251,8 @@ TEST(SftEpochOrder, GroupsLikeLengthsWithinRunsOf16Batches) {
 }
 
 // An SFT run stopped part-way and resumed from its checkpoints ends with the weights, counters and
-// losses of one never stopped: stopped mid-epoch, then at an epoch's end, then run to the end.
+// losses of one never stopped: stopped mid-epoch, then at an epoch's end, then run to the end. The
+// held-out loss after each epoch comes through the resumes whole, and measuring it trains nothing.
 TEST(Sft, AResumedRunEndsWhereAnUninterruptedOneDoes) {
     const std::string dir = testing::TempDir() + "kz_sft_resume";
     std::filesystem::remove_all(dir);
@@ -270,13 +271,31 @@ TEST(Sft, AResumedRunEndsWhereAnUninterruptedOneDoes) {
     for (int64_t i = 0; i < 5; ++i) pairs.push_back({{1, 2, 3 + i}, {10 + i, 20, 30 + 2 * i, 7}});
     auto policy = [&] { return std::make_unique<kz::Policy>("coder", cfg.coder, model_dir, "cpu", cfg.seed); };
 
+    const std::vector<kz::SftPair> held_out = {{{1, 2, 9}, {19, 20, 48, 7}}, {{1, 2, 4}, {40, 21, 30, 7}}};
+    auto weights_equal = [](kz::Policy& a, kz::Policy& b, const char* what) {
+        const auto want = a.model().named_parameters(), got = b.model().named_parameters();
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+            EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << want[i].first << " differs " << what;
+    };
+
     std::atomic<bool> stop{false};
     auto straight = policy();
-    const kz::SftResult whole = kz::sft_train(*straight, pairs, cfg, stop);
+    kz::SftRunOptions measured;
+    measured.held_out = held_out;
+    const kz::SftResult whole = kz::sft_train(*straight, pairs, cfg, stop, measured);
     ASSERT_FALSE(whole.stopped);
     ASSERT_EQ(whole.steps, 9);
+    ASSERT_EQ(whole.held_out_loss.size(), 3u) << "one held-out loss an epoch";
+    for (double l : whole.held_out_loss) EXPECT_GT(l, 0.0);
+    EXPECT_EQ(whole.held_out_loss.back(), kz::sft_held_out_loss(*straight, held_out, 2));
+    auto unmeasured = policy();
+    EXPECT_TRUE(kz::sft_train(*unmeasured, pairs, cfg, stop).held_out_loss.empty());
+    weights_equal(*straight, *unmeasured, "when the held-out loss is measured");
+    EXPECT_LT(kz::sft_held_out_loss(*straight, pairs, 2), kz::sft_held_out_loss(*policy(), pairs, 2))
+        << "the pairs it trained on cost less after training";
 
-    kz::SftRunOptions run{dir + "/checkpoints", [&](int64_t steps) { stop = steps == 4; }};
+    kz::SftRunOptions run{dir + "/checkpoints", [&](int64_t steps) { stop = steps == 4; }, held_out};
     auto first = policy();
     const kz::SftResult a = kz::sft_train(*first, pairs, cfg, stop, run);
     EXPECT_TRUE(a.stopped);
@@ -298,10 +317,8 @@ TEST(Sft, AResumedRunEndsWhereAnUninterruptedOneDoes) {
     EXPECT_EQ(c.tokens, whole.tokens);
     EXPECT_EQ(c.first_loss, whole.first_loss);
     EXPECT_EQ(c.last_loss, whole.last_loss);
-    const auto want = straight->model().named_parameters(), got = third->model().named_parameters();
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << want[i].first << " differs after the resumes";
+    EXPECT_EQ(c.held_out_loss, whole.held_out_loss);
+    weights_equal(*straight, *third, "after the resumes");
 
     pairs.pop_back();  // a checkpoint of 5 pairs is no start for 4
     EXPECT_THROW(kz::sft_train(*third, pairs, cfg, stop, run), std::runtime_error);
@@ -335,11 +352,12 @@ TEST(Sft, DeterministicHoldsStrictModeWhileItRuns) {
         at::globalContext().setDeterministicAlgorithms(false, false);
         at::globalContext().setDeterministicCuDNN(false);
         std::vector<std::array<bool, 3>> seen;  // (deterministic, warn only, cuDNN deterministic) at each step
-        kz::SftRunOptions run{"", [&](int64_t) {
-                                  seen.push_back({at::globalContext().deterministicAlgorithms(),
-                                                  at::globalContext().deterministicAlgorithmsWarnOnly(),
-                                                  at::globalContext().deterministicCuDNN()});
-                              }};
+        kz::SftRunOptions run;
+        run.after_step = [&](int64_t) {
+            seen.push_back({at::globalContext().deterministicAlgorithms(),
+                            at::globalContext().deterministicAlgorithmsWarnOnly(),
+                            at::globalContext().deterministicCuDNN()});
+        };
         ASSERT_EQ(kz::sft_train(policy, pairs, cfg, stop, run).steps, 1);
         const std::vector<std::array<bool, 3>> want = {{deterministic, false, deterministic}};
         EXPECT_EQ(seen, want) << deterministic;
