@@ -55,10 +55,6 @@ std::vector<ChatMessage> prompt_messages(const json& p, const std::string& where
     return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Reads pairs from a JSONL file (sft.data's format), each to `add`; `key` names the setting in errors.
 void read_jsonl_pairs(const std::string& path, const std::string& key,
                       const std::function<void(const std::vector<ChatMessage>&, const std::string&)>& add) {
@@ -352,7 +348,9 @@ SftResult sft_train(Policy& policy, const std::vector<SftPair>& pairs, const Tra
         std::string held_out;
         if (!run.held_out.empty()) {
             r.held_out_loss.push_back(sft_held_out_loss(policy, run.held_out, s.batch_size));
-            held_out = ", held-out loss " + std::to_string(r.held_out_loss.back());
+            char buf[48];
+            std::snprintf(buf, sizeof buf, ", held-out loss %.4f", r.held_out_loss.back());
+            held_out = buf;
         }
         if (at.epoch_steps)
             std::fprintf(stderr, "[sft] epoch %d: %lld steps, mean loss %.4f%s, lr %.2e, %.0f s\n", at.epoch + 1,

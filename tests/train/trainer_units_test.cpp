@@ -181,8 +181,7 @@ TEST(Ranks, AFollowerTakesItsBlockAndTheLeadersWord) {
 }
 
 // An arm without the Proposer validates no module: its validators must neither start nor take
-// device memory from the verifier's jobs (on an 80 GB card, four validators' reservation left the
-// verifier's eight lanes nothing).
+// device memory from the verifier's jobs (four validators' worst case is most of an 80 GB card).
 TEST(TrainValidation, OnlyTheProposerLoopReservesTheValidatorsDeviceMemory) {
     kz::TrainConfig cfg;
     cfg.verify_device = "cuda";
