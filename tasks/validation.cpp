@@ -1,6 +1,7 @@
 #include "tasks/validation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -69,9 +70,20 @@ int validation_compile_threads(int workers, int processes_on_host) {
     return std::max(1, host_cores() / std::max(1, std::max(1, workers) * std::max(1, processes_on_host)));
 }
 
-int64_t validation_memory_cap(const ValidationOptions& opts) {
-    if (opts.device.rfind("cuda", 0) != 0) return 0;
+namespace {
+
+int64_t worker_memory_bytes(const ValidationOptions& opts) {
     return 3 * static_cast<int64_t>(opts.max_memory_mb * static_cast<double>(kMiB)) + kGiB;
+}
+
+}  // namespace
+
+int64_t validation_memory_cap(const ValidationOptions& opts) {
+    return opts.device.rfind("cuda", 0) == 0 ? worker_memory_bytes(opts) : 0;
+}
+
+int64_t validation_memory_hold(const ValidationOptions& opts) {
+    return opts.device_budget ? std::min(worker_memory_bytes(opts), opts.device_budget->capacity()) : 0;
 }
 
 TaskValidator::TaskValidator(const ApiCatalog& catalog, ValidationOptions opts)
@@ -162,6 +174,8 @@ TaskValidation TaskValidator::validate(const std::string& source, const std::vec
                 {"max_memory_mb", opts_.max_memory_mb},
                 {"compile", opts_.compile},
                 {"memory_cap_bytes", validation_memory_cap(opts_)}};
+    // What the validation held goes back to the budget only once the worker has freed it.
+    if (opts_.device_budget) req["return_memory"] = true;
     bool memory_failure = false;
     TaskValidation v = run(req, false, memory_failure);
     if (memory_failure && slots_.size() > 1) {
@@ -195,7 +209,14 @@ TaskValidation TaskValidator::run(const json& request, bool alone, bool& memory_
     json req = request;
     req["work_dir"] = slot->work_dir;
     TaskValidation v;
+    DeviceMemoryBudget::Reservation held;
+    if (opts_.device_budget) {
+        // No stop: the jobs ahead of it end (a verifier that shuts down ends its jobs soon).
+        static const std::atomic<bool> never{false};
+        held = opts_.device_budget->acquire(validation_memory_hold(opts_), never);
+    }
     Reply r = slot->worker->request(req, std::chrono::duration_cast<std::chrono::milliseconds>(opts_.timeout));
+    held.release();
     memory_failure = r.body.value("memory_failure", false);
     if (r.status == ReplyStatus::ok) {
         for (auto it = r.body["checks"].begin(); it != r.body["checks"].end(); ++it)

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/memory_budget.h"
 #include "tasks/api_catalog.h"
 
 namespace kz {
@@ -33,6 +34,12 @@ struct ValidationOptions {
     // Processes on this host that validate at the same time (the trainer's local ranks): with `workers`,
     // what each worker's share of the CPUs is divided by (see validation_compile_threads).
     int processes_on_host = 1;
+    // The device memory the validations share with the verifier's jobs (the verifier's budget; not
+    // owned, it must outlive the validator), or null. While set, a validation holds
+    // validation_memory_hold() of it from before its module runs until its worker has handed its
+    // cached memory back to the device, waiting its turn among the jobs: the validators need no share
+    // of the device kept out of the jobs' for their worst case.
+    DeviceMemoryBudget* device_budget = nullptr;
 };
 
 // Inductor's compile threads for one validation worker: the available CPUs (this process's affinity)
@@ -44,8 +51,12 @@ int validation_compile_threads(int workers, int processes_on_host);
 // What one validation worker's allocator may hold on a GPU: a validation keeps a few forwards'
 // memory at once (outputs of several runs, two input sets, torch.compile's buffers), each within
 // the memory band. A module that needs more fails memory_band in its own worker, never a neighbour's
-// job; the trainer leaves workers x (this + a CUDA context) out of the verifier's device memory.
+// job.
 int64_t validation_memory_cap(const ValidationOptions& opts);
+// What one validation holds of opts.device_budget while it runs: its worker's cap, or the whole
+// budget where that is less (the validation then runs with none of the budget's jobs beside it; its
+// worker's cap still bounds it). 0 without a budget.
+int64_t validation_memory_hold(const ValidationOptions& opts);
 
 struct TaskValidation {
     bool valid = false;
@@ -85,6 +96,7 @@ public:
     // itself is a check. Thread-safe: up to `workers` calls run at once, the others wait.
     // A module that runs out of memory beside other validations (workers > 1) is validated again with
     // every worker idle, its neighbours' memory gone (info "alone": true); what that run finds stands.
+    // With a device budget, a validation waits for its share of it once it has a worker.
     TaskValidation validate(const std::string& source, const std::vector<std::string>& apis);
     int workers() const { return static_cast<int>(slots_.size()); }
     const ValidationOptions& options() const { return opts_; }

@@ -26,9 +26,10 @@ TrainValidation train_validation(const TrainConfig& cfg, bool data_parallel) {
     v.warm_up = cfg.propose.enabled;
     // Every local rank validates at the same time: their workers share the host's CPUs.
     if (data_parallel) v.processes_on_host = DistEnv::from_environment().value_or(DistEnv{}).local_world;
-    // The validators share the device with the verifier's jobs and start after it.
-    if (const int64_t cap = validation_memory_cap(v); cap > 0 && cfg.propose.enabled)
-        t.reserved_device_bytes = v.workers * (cap + kCudaContextBytes);
+    // The validators share the device with the verifier's jobs and start after it: their contexts are
+    // kept out of the jobs' memory, and what a validation allocates it holds of the verifier's budget
+    // while it runs (ValidationOptions::device_budget, set once the verifier has started).
+    if (validation_memory_cap(v) > 0 && cfg.propose.enabled) t.reserved_device_bytes = v.workers * kCudaContextBytes;
     return t;
 }
 

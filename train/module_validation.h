@@ -30,8 +30,10 @@ struct Candidate {
 };
 
 // The trainer's validation of modules (the Proposer's, and symbolic ones in their place), on the
-// verifier's device, and what its workers may hold there: the verifier leaves that out of its jobs'
-// memory. Without the Proposer no module is validated, so no worker starts and nothing is reserved.
+// verifier's device, and what its workers hold there for good (their CUDA contexts): the verifier
+// leaves that out of its jobs' memory. What a validation allocates it reserves from the verifier's
+// budget while it runs (options.device_budget, which the trainer sets once the verifier has started).
+// Without the Proposer no module is validated, so no worker starts and nothing is reserved.
 struct TrainValidation {
     ValidationOptions options;
     int64_t reserved_device_bytes = 0;

@@ -84,6 +84,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
     vo.reserved_device_bytes = validation.reserved_device_bytes;
     verifier_ = make_verify_service(cfg.verifier.url, vo);
     verifier_->start();
+    po.validation.device_budget = verifier_->memory_budget();
     if (ranks_.leader())
         pipeline_ = std::make_unique<TaskPipeline>(catalog_, *store_, po);
     else

@@ -92,10 +92,11 @@ private:
     std::unique_ptr<RunDir> run_;
     std::unique_ptr<RecordIndex> records_;
     std::unique_ptr<TaskStore> store_;
+    // Declared before the validators, so destroyed after them: they hold of its device budget.
+    std::unique_ptr<VerifyService> verifier_;
     std::unique_ptr<TaskPipeline> pipeline_;
     std::unique_ptr<TaskValidator> validator_;  // the other ranks' (the leader's is the pipeline's)
     std::unique_ptr<Policy> coder_, proposer_;
-    std::unique_ptr<VerifyService> verifier_;
     StageTimer timer_;
     // The run's spending through the last finished iteration, all ranks (verification_budget, token_budget).
     int64_t spent_verified_ = 0, spent_tokens_ = 0;

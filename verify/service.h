@@ -13,6 +13,8 @@
 
 namespace kz {
 
+class DeviceMemoryBudget;
+
 struct VerifyOptions {
     std::string device = "cpu";  // cpu | cuda | cuda:N
     int trials = 5;
@@ -40,8 +42,9 @@ struct VerifyOptions {
     // Device memory the verifier's jobs may use at once; 0: what is free once its workers are up,
     // less a margin (verify/device_memory.h).
     int64_t device_memory_bytes = 0;
-    // Device memory that others in this process take beside the verifier's jobs after it started
-    // (the trainer's task validators): left out of the measured capacity.
+    // Device memory that others in this process hold for good beside the verifier's jobs after it
+    // started (the trainer's task validators' contexts; what they allocate they reserve from
+    // memory_budget()): left out of the measured capacity.
     int64_t reserved_device_bytes = 0;
     int spare_children = 1;  // warm candidate children kept ready per lane
     int max_attempts = 3;
@@ -75,6 +78,10 @@ public:
     virtual const VerifyOptions& options() const = 0;
     // Seconds each part of start() took, by name (empty where the service does not say).
     virtual nlohmann::json start_stages() const { return nlohmann::json::object(); }
+    // The budget this host's device memory is admitted to its jobs through, for others on the device
+    // to reserve from too (the trainer's module validators); null before start(), on the CPU and where
+    // the jobs run elsewhere (a farm). It lives as long as the service.
+    virtual DeviceMemoryBudget* memory_budget() const { return nullptr; }
 };
 
 // `o` with the defaults that depend on its device filled in, the one place they are decided:

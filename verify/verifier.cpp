@@ -261,7 +261,7 @@ void Verifier::start() {
         }
         if (capacity < kGiB) {
             const std::string kept = opts_.reserved_device_bytes > 0 ? ", " + gib(opts_.reserved_device_bytes) +
-                                                                           " kept for the module validators beside it"
+                                                                           " kept for the module validators' contexts"
                                                                      : "";
             throw std::runtime_error("device " + opts_.device + " leaves " + gib(capacity) +
                                      " for the verifier's jobs (" + std::to_string(opts_.lanes) + " lanes" + kept +

@@ -46,8 +46,7 @@ public:
     void shutdown() override;
 
     const std::string& device_name() const { return device_name_; }
-    // The device memory budget (null on the CPU or before start()).
-    const DeviceMemoryBudget* memory_budget() const { return budget_.get(); }
+    DeviceMemoryBudget* memory_budget() const override { return budget_.get(); }
     int lanes() const { return static_cast<int>(lanes_.size()); }
     const std::string& torch_version() const { return torch_version_; }
     const VerifyOptions& options() const override { return opts_; }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import unittest
+from unittest import mock
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
@@ -188,6 +189,16 @@ class Validation(ValidationCase):
         self.assertGreater(w["compile_s"], 0.0)
         self.assertIsNone(warm_up({"device": "cpu"})["compile_s"])
 
+    def test_return_memory_empties_the_allocators_cache_after_the_validation(self):
+        # The controller gives the validation's share of the device to the verifier's jobs once the
+        # reply is in: by then the worker's allocator must hold none of it. Whatever the outcome.
+        failing = variant("        return torch.zeros(3)")
+        for source, asked in ((GOOD, True), (failing, True), (GOOD, False)):
+            with mock.patch.object(torch.cuda, "is_initialized", return_value=True), \
+                    mock.patch.object(torch.cuda, "empty_cache") as empty:
+                check(source, apis=("conv2d", "relu"), **({"return_memory": True} if asked else {}))
+            self.assertEqual(empty.call_count, 1 if asked else 0, (source, asked))
+
 
 OUTER = variant("        return (x.unsqueeze(2) * x.unsqueeze(1)).sum(1)").replace("torch.randn(8, 16)", "torch.randn(8, 1024)")
 
@@ -195,6 +206,15 @@ OUTER = variant("        return (x.unsqueeze(2) * x.unsqueeze(1)).sum(1)").repla
 @unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
 class ValidationOnGpu(ValidationCase):
     """memory_band on a GPU, where the first forward's peak is measured (ctest tasks_validate_gpu)."""
+
+    def test_return_memory_leaves_the_worker_holding_no_cached_blocks(self):
+        src = variant("        return torch.relu(x)").replace("torch.randn(8, 16)", "torch.randn(1024, 4096)")
+        one_input = 1024 * 4096 * 4
+        check(src, apis=("relu",), device="cuda")
+        self.assertGreaterEqual(torch.cuda.memory_reserved(), one_input)  # the allocator keeps its blocks
+        r = check(src, apis=("relu",), device="cuda", return_memory=True)
+        self.assertTrue(all(v != "fail" for v in r["checks"].values()), r["reasons"])
+        self.assertLess(torch.cuda.memory_reserved(), one_input)
 
     def test_forward_over_the_band_is_turned_down_before_the_real_inputs(self):
         # 32 KiB of input as declared, a 32 MiB product in the forward. Within a wide band every check

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -12,6 +14,8 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/host.h"
+#include "common/memory_budget.h"
 #include "tasks/symbolic.h"
 #include "tasks/validation.h"
 
@@ -165,4 +169,49 @@ TEST(TaskValidatorPool, OutOfMemoryIsValidatedAgainAlone) {
         EXPECT_FALSE(v.info.contains("alone"));
     }
     std::filesystem::remove_all(dir);
+}
+
+// With the verifier's device budget shared, a validation holds its worker's cap of it while it runs:
+// it waits while the jobs beside it leave too little, runs once they leave room, and gives its share
+// back when done. A budget smaller than the cap is held whole.
+TEST(TaskValidatorPool, AValidationHoldsItsShareOfASharedDeviceBudgetWhileItRuns) {
+    auto catalog = kz::ApiCatalog::load(kz::ApiCatalog::default_path());
+    const std::string module =
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.tanh(x) * 2.0 + x\n"
+        "def get_inputs():\n    return [torch.randn(64, 64)]\n"
+        "def get_init_inputs():\n    return []\n";
+    kz::ValidationOptions opts;
+    opts.max_memory_mb = 64;
+    const int64_t cap = 3 * 64 * kz::kMiB + kz::kGiB;
+    kz::DeviceMemoryBudget budget(2 * kz::kGiB);
+    opts.device_budget = &budget;
+    EXPECT_EQ(kz::validation_memory_hold(opts), cap);
+    kz::TaskValidator validator(catalog, opts);
+
+    std::atomic<bool> never{false};
+    auto job = budget.acquire(kz::kGiB, never);  // leaves less than the cap
+    std::atomic<bool> done{false};
+    kz::TaskValidation v;
+    std::thread t([&] {
+        v = validator.validate(module, {});
+        done = true;
+    });
+    for (int i = 0; i < 3000 && budget.waiting() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(budget.waiting(), 1) << "the validation never asked the budget for its share";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(done.load()) << "the validation ran while the job left it too little";
+    job.release();
+    t.join();
+    EXPECT_TRUE(v.valid) << v.reason;
+    EXPECT_EQ(budget.in_use(), 0) << "the validation kept its share";
+    EXPECT_EQ(budget.peak_in_use(), cap);  // the job's, then the validation's alone: never both
+
+    kz::DeviceMemoryBudget small(kz::kGiB);
+    opts.device_budget = &small;
+    EXPECT_EQ(kz::validation_memory_hold(opts), kz::kGiB);
+    opts.device_budget = nullptr;
+    EXPECT_EQ(kz::validation_memory_hold(opts), 0);
 }

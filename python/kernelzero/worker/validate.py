@@ -13,6 +13,7 @@ that may be their doing, and the controller runs the module again alone (tasks/v
 from __future__ import annotations
 
 import ast
+import gc
 import inspect
 import itertools
 import os
@@ -211,6 +212,16 @@ def validate_task(req):
     finally:
         sys.modules.pop(name, None)
         shutil.rmtree(work, ignore_errors=True)
+        if req.get("return_memory"):
+            _return_memory()
+
+
+def _return_memory():
+    """Hands what the caching allocator keeps back to the device: the controller's share of the
+    device for this validation ends with the reply, and jobs beside it reserve that share next."""
+    gc.collect()  # tensors in reference cycles (a module that holds itself) would keep their blocks
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _cap_mib(req):
