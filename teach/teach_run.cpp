@@ -1,5 +1,6 @@
 #include "teach/teach_run.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -83,6 +84,12 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
         keys[i] = validation_key(validator.options().device, tasks[i].apis, tasks[i].source);
     std::atomic<size_t> next{0};
     std::mutex append_mu;
+    // A line every so many validations: a teach run's log otherwise says nothing for the minutes
+    // validation takes (the verification's progress comes after it).
+    constexpr int kValidationsALine = 250;
+    int validated = 0, valid = 0;
+    const auto started = std::chrono::steady_clock::now();
+    auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
     auto validate_some = [&] {
         for (size_t i = next++; i < draws.size() && !stop; i = next++) {
             if (!draws[i].unsupported.empty()) continue;
@@ -96,12 +103,22 @@ std::vector<TeachDraw> write_teacher_candidates(const ApiCatalog& catalog, const
                 fresh[i] = validation_record(keys[i], v);
                 std::lock_guard lock(append_mu);
                 append_durable(cache_path, fresh[i].dump() + "\n");
+                valid += v.valid;
+                if (++validated % kValidationsALine == 0)
+                    std::fprintf(stderr, "[teach] %d modules validated (%d valid) in %.0f s\n", validated, valid,
+                                 seconds());
             }
         }
     };
     std::vector<std::thread> threads;
     for (int t = 0; t < validator.workers(); ++t) threads.emplace_back(validate_some);
     for (auto& t : threads) t.join();
+    size_t known = 0;
+    for (size_t i = 0; i < draws.size(); ++i)
+        known += draws[i].unsupported.empty() && fresh[i].is_null() && cache.count(keys[i]);
+    std::fprintf(stderr,
+                 "[teach] validation: %d modules validated (%d valid) in %.0f s; %zu known from validation.jsonl\n",
+                 validated, valid, seconds(), known);
     for (size_t i = 0; i < draws.size(); ++i)
         if (!fresh[i].is_null()) cache[keys[i]] = std::move(fresh[i]);
     std::string cached_lines;
