@@ -92,7 +92,7 @@ private:
     std::unique_ptr<RunDir> run_;
     std::unique_ptr<RecordIndex> records_;
     std::unique_ptr<TaskStore> store_;
-    // Declared before the validators, so destroyed after them: they hold of its device budget.
+    // Declared before the validators, so destroyed after them: they reserve from its device budget.
     std::unique_ptr<VerifyService> verifier_;
     std::unique_ptr<TaskPipeline> pipeline_;
     std::unique_ptr<TaskValidator> validator_;  // the other ranks' (the leader's is the pipeline's)
