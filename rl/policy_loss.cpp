@@ -8,6 +8,8 @@ void PolicyLossConfig::validate() const {
     if (!(eps_low >= 0 && eps_low < 1)) throw std::invalid_argument("eps_low must be in [0, 1)");
     if (!(eps_high >= 0)) throw std::invalid_argument("eps_high must be >= 0");
     if (!(kl_beta >= 0)) throw std::invalid_argument("kl_beta must be >= 0");
+    if (kl_estimator != "k3" && kl_estimator != "k3_clamped")
+        throw std::invalid_argument("kl_estimator must be k3 or k3_clamped, not '" + kl_estimator + "'");
 }
 
 torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
@@ -27,10 +29,11 @@ torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_lo
     auto clipped = ratio.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high);
     auto policy = -torch::min(ratio * a, clipped * a);  // (N, L)
     auto per_token = policy;
-    torch::Tensor kl;
+    torch::Tensor kl, k3;
     if (cfg.kl_beta > 0) {
         auto d = ref_logp.to(lp.device(), torch::kFloat32) - lp;  // log(pi_ref / pi)
-        kl = torch::exp(d) - d - 1.0;                             // k3: unbiased, >= 0
+        k3 = torch::exp(d) - d - 1.0;                             // unbiased, >= 0
+        kl = cfg.kl_estimator == "k3_clamped" ? k3.clamp_max(PolicyLossConfig::kKlClamp) : k3;
         per_token = per_token + cfg.kl_beta * kl;
     }
     auto count = m.sum().clamp_min(1.0);
@@ -40,6 +43,7 @@ torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_lo
         stats->loss = loss.item<double>();
         stats->policy = ((policy * m).sum() / count).item<double>();
         stats->kl = kl.defined() ? ((kl * m).sum() / count).item<double>() : 0.0;
+        stats->kl_max = k3.defined() && k3.numel() > 0 ? (k3 * m).max().item<double>() : 0.0;
         stats->clip_fraction = (((ratio != clipped).to(torch::kFloat32) * m).sum() / count).item<double>();
         stats->tokens = m.sum().item<double>();
     }

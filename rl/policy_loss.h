@@ -13,6 +13,7 @@ namespace kz {
 
 struct PolicyLossStats {
     double loss = 0, policy = 0, kl = 0;  // means over the masked tokens
+    double kl_max = 0;                    // the largest masked token's k3, unclamped: a spike's few tokens
     double clip_fraction = 0;             // share of masked tokens whose ratio was clipped
     double tokens = 0;                    // masked tokens counted
 };

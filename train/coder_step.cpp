@@ -169,7 +169,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
     double batch_tokens = 0;
     for (double t : mini_tokens) batch_tokens += t;
     if (batch_tokens > 0) {
-        st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = 0;
+        st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = st.kl_max = 0;
         for (size_t m = 0; m < M; ++m) {
             if (mini_tokens[m] <= 0) continue;
             for (size_t i = mini_first[m]; i < mini_first[m + 1]; ++i) {
@@ -184,6 +184,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
                 st.loss += ls.loss * weight;
                 st.policy += ls.policy * weight;
                 st.kl += ls.kl * weight;
+                st.kl_max = std::max(st.kl_max, ls.kl_max);
                 st.clip_fraction += ls.clip_fraction * weight;
             }
             if (dp) all_reduce_gradients(*dp, optimizer.params());
@@ -198,6 +199,12 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             auto v = s[0].cpu();
             st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),
             st.clip_fraction = v[3].item<double>();
+            // The ranks' largest, each in its own slot of a sum.
+            std::vector<torch::Tensor> peaks = {torch::zeros({dp->world()}, torch::kFloat64)};
+            peaks[0][dp->rank()] = st.kl_max;
+            peaks[0] = peaks[0].to(dp->device());
+            dp->all_reduce_sum(peaks);
+            st.kl_max = peaks[0].max().item<double>();
         }
         st.loss_tokens = static_cast<int64_t>(batch_tokens);
         st.updated = true;

@@ -58,6 +58,7 @@ struct CoderStepStats {
     int64_t loss_tokens = 0;
     int64_t updates = 0;  // optimizer steps taken (mini-batches with a row in the loss)
     double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
+    double kl_max = 0;  // the largest token's KL over the step's updates (PolicyLossStats::kl_max)
     double generate_s = 0, judge_s = 0, update_s = 0;
     bool updated = false;  // false when no completion carried a signal (no optimizer step taken)
 };

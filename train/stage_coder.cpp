@@ -71,6 +71,7 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
                          {"geomean_speedup", speedups.empty() ? json(nullptr) : json(std::exp(geo / speedups.size()))},
                          {"loss", st.loss},
                          {"kl", st.kl},
+                         {"kl_max", st.kl_max},
                          {"clip_fraction", st.clip_fraction},
                          {"grad_norm", st.grad_norm},
                          {"loss_tokens", st.loss_tokens},

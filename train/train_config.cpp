@@ -190,6 +190,7 @@ const auto coder_phase_fields = [](auto& p, auto& v) {
     v("eps_low", p.loss.eps_low);
     v("eps_high", p.loss.eps_high);
     v("kl_beta", p.loss.kl_beta);
+    v("kl_estimator", p.loss.kl_estimator);
     v("mask_overlong", p.mask_overlong);
 };
 

@@ -70,7 +70,7 @@ struct CoderPhase {
     int64_t micro_batch = 8;
     int mini_batches = 1;   // optimizer updates per step, over whole groups (CoderStepConfig)
     RewardConfig reward;    // keys reward, gate, advantage, lambda, tau, s_max, ema_decay
-    PolicyLossConfig loss;  // keys eps_low, eps_high, kl_beta
+    PolicyLossConfig loss;  // keys eps_low, eps_high, kl_beta, kl_estimator
     bool mask_overlong = true;
 };
 

@@ -757,6 +757,12 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
             dir);
     EXPECT_EQ(kl.code, 2);
     EXPECT_NE(kl.err.find("'coder_phase.kl_beta' needs a LoRA Coder"), std::string::npos) << kl.err;
+    auto estimator = run(
+        {"train", "--config", write("g.toml", "[coder]\ntokenizer = \"x\"\n[coder_phase]\nkl_estimator = \"k2\"\n")},
+        dir);
+    EXPECT_EQ(estimator.code, 2);
+    EXPECT_NE(estimator.err.find("coder_phase: kl_estimator must be k3 or k3_clamped, not 'k2'"), std::string::npos)
+        << estimator.err;
     // A launcher's environment with more ranks on this host than in the world: named, before any
     // rank connects.
     setenv("WORLD_SIZE", "2", 1);

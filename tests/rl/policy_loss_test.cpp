@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "rl/policy_loss.h"
 
@@ -48,6 +49,37 @@ TEST(PolicyLoss, K3KlToTheReference) {
     EXPECT_NEAR(st.kl, kl, 1e-6);
     EXPECT_NEAR(loss.item<double>(), 0.244 + 0.1 * kl, 1e-6);
     EXPECT_GE(st.kl, 0.0);
+}
+
+TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
+    // Two counted tokens, no advantage: the loss is the KL alone. Token 0 has pi_ref / pi = e^4
+    // (k3 = e^4 - 5 = 49.6, over the clamp), token 1 pi_ref / pi = 1.5 (k3 = 0.5 - ln 1.5 + 1 - 1);
+    // the third is masked, and its k3 (e^9 - 10) counts in neither the loss nor the largest token.
+    const double r1 = 1.5;
+    auto ref = torch::tensor({{4.0, std::log(r1), 9.0}});
+    auto mask = torch::tensor({{1.0, 1.0, 0.0}});
+    const double k3_0 = std::exp(4.0) - 4.0 - 1.0, k3_1 = r1 - std::log(r1) - 1.0;
+    for (const char* estimator : {"k3", "k3_clamped"}) {
+        auto logp = torch::zeros({1, 3}).requires_grad_(true);
+        kz::PolicyLossConfig cfg;
+        cfg.kl_beta = 1.0;
+        cfg.kl_estimator = estimator;
+        kz::PolicyLossStats st;
+        auto loss = kz::policy_loss(logp, torch::zeros({1, 3}), ref, torch::zeros({1}), mask, cfg, &st);
+        loss.backward();
+        const bool clamped = std::string(estimator) == "k3_clamped";
+        const double kl0 = clamped ? kz::PolicyLossConfig::kKlClamp : k3_0;
+        EXPECT_NEAR(st.kl, (kl0 + k3_1) / 2, 1e-4) << estimator;
+        EXPECT_NEAR(st.kl_max, k3_0, 1e-4) << estimator;  // unclamped either way
+        // d k3 / d logp = 1 - pi_ref / pi, over 2 tokens; the clamped token's is 0.
+        auto g = logp.grad();
+        EXPECT_NEAR(g[0][0].item<double>(), clamped ? 0.0 : (1 - std::exp(4.0)) / 2, 1e-4) << estimator;
+        EXPECT_NEAR(g[0][1].item<double>(), (1 - r1) / 2, 1e-6) << estimator;
+        EXPECT_EQ(g[0][2].item<double>(), 0.0) << estimator;
+    }
+    kz::PolicyLossConfig unknown;
+    unknown.kl_estimator = "k2";
+    EXPECT_THROW(unknown.validate(), std::invalid_argument);
 }
 
 TEST(PolicyLoss, TokenLevelNormalisationAndMasking) {

@@ -153,6 +153,9 @@ TEST(CoderStep, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
     auto second = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg);
     ASSERT_TRUE(second.updated);
     EXPECT_GT(second.kl, 1e-7);
+    // The largest token's KL bounds the mean over the step's tokens from above.
+    EXPECT_NEAR(first.kl_max, 0.0, 1e-6);
+    EXPECT_GE(second.kl_max, second.kl);
     EXPECT_TRUE(f.model.lora_enabled);  // the reference pass restores the adapters
 }
 

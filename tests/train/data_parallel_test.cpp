@@ -1,8 +1,9 @@
 // Data parallelism (issue 7): two ranks, each with half of a batch, end N policy updates with the same
-// parameters as one process with the whole batch: `data_parallel_test` with gloo on the CPU,
-// `data_parallel_test nccl` with NCCL on two GPUs (exit 77, skipped, with fewer). The test runs
-// itself: as the parent it computes the single-process reference, then launches two rank processes
-// through the trainer's launcher (torchrun-style environment variables); with --rank it is one rank.
+// parameters, and the same largest token KL, as one process with the whole batch:
+// `data_parallel_test` with gloo on the CPU, `data_parallel_test nccl` with NCCL on two GPUs (exit 77,
+// skipped, with fewer). The test runs itself: as the parent it computes the single-process reference,
+// then launches two rank processes through the trainer's launcher (torchrun-style environment
+// variables); with --rank it is one rank.
 #include <unistd.h>
 
 #include <atomic>
@@ -53,7 +54,8 @@ struct Setup {
             rows.push_back(r);
         }
     }
-    // Steps over the rows this process owns (`rank`::`world`); returns the trained parameters.
+    // Steps over the rows this process owns (`rank`::`world`); returns the trained parameters, then the
+    // last step's largest token KL (each rank's a max over its own rows, then over the ranks).
     std::vector<torch::Tensor> train(int rank, int world, kz::Collective* dp) {
         kz::OptimConfig oc;
         oc.lr = 1e-2;
@@ -66,12 +68,15 @@ struct Setup {
         // Two updates per step: rank r holds rows r, r + world, ..., so each rank's m-th half of its
         // groups together are the single process's m-th half.
         cfg.mini_batches = 2;
+        cfg.loss.kl_beta = 0.1;
+        kz::CoderStepStats st;
         for (int s = 0; s < kSteps; ++s) {
-            kz::CoderStepStats st;
+            st = {};
             kz::update_policy(model, opt, prompts, mine, cfg, st, dp);
         }
         std::vector<torch::Tensor> out;
         for (const auto& [name, p] : opt.params()) out.push_back(p.detach().clone());
+        out.push_back(torch::tensor({st.kl_max}, torch::kFloat64));
         return out;
     }
 };
@@ -200,16 +205,19 @@ int main(int argc, char** argv) {
     {
         Setup fresh(device_for(backend));
         auto init = kz::lora_parameters(fresh.model);
-        for (size_t i = 0; i < ref.size(); ++i)
+        for (size_t i = 0; i < init.size(); ++i)
             moved = std::max(moved, (ref[i] - init[i].second.cpu()).abs().max().item<double>());
     }
+    const double kl_max = ref.back().item<double>();  // > 0 once the first step moved the adapters
     std::filesystem::remove_all(dir);
-    std::printf("2 %s ranks vs 1 process, %d steps: max |diff| %.3g (training moved parameters by up to %.3g)\n",
-                backend.c_str(), kSteps, worst, moved);
+    std::printf(
+        "2 %s ranks vs 1 process, %d steps: max |diff| %.3g (training moved parameters by up to %.3g; "
+        "last step's largest token KL %.3g)\n",
+        backend.c_str(), kSteps, worst, moved, kl_max);
     // On GPUs the two runs' kernels sum in different orders (other batch shapes), and AdamW's division
     // by sqrt(v) magnifies that for parameters with tiny gradients: a looser bound there.
     const double bound = backend == "nccl" ? 1e-4 : 1e-5;
-    if (moved < 1e-3 || worst > bound) {
+    if (moved < 1e-3 || !(kl_max > 0) || worst > bound) {
         std::fprintf(stderr, "FAIL\n");
         return 1;
     }
