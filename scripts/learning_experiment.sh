@@ -9,9 +9,14 @@
 #   scripts/learning_experiment.sh proposer         the Proposer from scratch (resumes likewise): only
 #                                                   arm D loads it
 #   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
-#   scripts/learning_experiment.sh seen             the SFT Coder, greedy, on 40 of its training tasks, and
-#                                                   where it first leaves the completion it was taught
-#   scripts/learning_experiment.sh arm B|C|D SEED   one RL arm from the SFT checkpoint
+#   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
+#                                                   where it first leaves the completion it was taught;
+#                                                   with an arm's run (arm-C-seed1), its last checkpoint
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [kl=k3_clamped] [tasks=seen]
+#                                                   one RL arm from the SFT checkpoint; a variant: the
+#                                                   Coder's lr, the KL's estimator, or only the seen
+#                                                   stage's 40 tasks to train on (does RL raise what
+#                                                   it trains on?)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -33,7 +38,17 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen | arm B|C|D SEED | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [kl=k3_clamped] [tasks=seen] | table [BASE]}
+
+# The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
+seen_tasks() {
+  [[ -d $DIR/seen-tasks ]] && return
+  local taught
+  mapfile -t taught < <(find "$CORPUS/train_tasks" -maxdepth 1 -name 'task_*.py' | sort)
+  rm -rf "$DIR/seen-tasks.tmp" && mkdir -p "$DIR/seen-tasks.tmp"
+  cp -t "$DIR/seen-tasks.tmp" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
+  mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
+}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
@@ -87,14 +102,23 @@ sampled)
 seen)
   # What the SFT Coder learned of what it was shown: greedy on the first 40 training tasks. High here
   # and ~0 on the held-out tasks says it memorises without composing; low here says SFT fell short.
-  mkdir -p "$DIR/seen-tasks"
-  mapfile -t taught < <(find "$CORPUS/train_tasks" -maxdepth 1 -name 'task_*.py' | sort)
-  cp -t "$DIR/seen-tasks" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
-  "$BIN" bench --model "$DIR/sft/model" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
-    --max-new-tokens 3072 --out "$DIR/arm-A-seen" --resume --no-progress --json | tail -1
-  # Each completion against the one it was taught: where greedy decoding first leaves it.
-  python3 "$ROOT/scripts/learning/seen.py" "$DIR" > "$DIR/arm-A-seen/differences.txt"
-  head -1 "$DIR/arm-A-seen/differences.txt"
+  # With an arm's run: its Coder at its last checkpoint on the same tasks (did RL keep what SFT taught,
+  # or, for a tasks=seen arm, raise what it trained on?).
+  seen_tasks
+  if [[ -z ${2:-} ]]; then
+    "$BIN" bench --model "$DIR/sft/model" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
+      --max-new-tokens 3072 --out "$DIR/arm-A-seen" --resume --no-progress --json | tail -1
+    # Each completion against the one it was taught: where greedy decoding first leaves it.
+    python3 "$ROOT/scripts/learning/seen.py" "$DIR" > "$DIR/arm-A-seen/differences.txt"
+    head -1 "$DIR/arm-A-seen/differences.txt"
+  else
+    run=$DIR/${2%/}
+    last=
+    [[ -d $run/checkpoints ]] && last=$(find "$run/checkpoints" -mindepth 1 -maxdepth 1 -name 'iter-??????' | sort | tail -1)
+    [[ -n $last ]] || { echo "$run has no checkpoint: run its arm first" >&2; exit 2; }
+    "$BIN" bench --model "$DIR/sft/model" --adapter "$last/coder/adapter" --tasks "$DIR/seen-tasks" --backend triton \
+      --device "$DEV" --max-new-tokens 3072 --out "$run/seen-$(basename "$last")" --resume --no-progress --json | tail -1
+  fi
   ;;
 arm)
   arm=${2:?arm B, C or D}
@@ -108,10 +132,34 @@ arm)
     ;;
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
-  run=$DIR/arm-$arm-seed$seed
-  # Each arm trains on its own copy of the pool: its proposals and attempts stay its own.
-  [[ -f $run.tasks.sqlite ]] || cp "$DIR/pool.sqlite" "$run.tasks.sqlite"
-  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|" \
+  # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
+  lr=1e-3 kl=k3 tasks=pool variant=
+  for option in "${@:4}"; do
+    case $option in
+    lr=?*) lr=${option#lr=} ;;
+    kl=k3_clamped) kl=k3_clamped ;;
+    tasks=seen) tasks=seen ;;
+    *) echo "unknown arm option $option (lr=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
+    esac
+    variant+=-${option//=/}
+  done
+  [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
+  run=$DIR/arm-$arm-seed$seed$variant
+  # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
+  # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
+  # not carried with the corpus).
+  if [[ ! -f $run.tasks.sqlite ]]; then
+    if [[ $tasks == seen ]]; then
+      seen_tasks
+      rm -f "$run.tasks.tmp.sqlite"*
+      "$BIN" tasks import --store "$run.tasks.tmp.sqlite" "$DIR/seen-tasks" --origin corpus --device "$DEV" \
+        --workers "${KZ_LEARN_LANES:-12}"
+      mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
+    else
+      cp "$DIR/pool.sqlite" "$run.tasks.tmp.sqlite" && mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
+    fi
+  fi
+  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
       scripts/learning/arm.toml > "$run.toml"

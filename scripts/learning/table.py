@@ -1,9 +1,11 @@
 """The learning experiment's summary table (docs/LEARNING.md) from what scripts/learning_experiment.sh
 wrote under its directory: arm A (the SFT Coder's held-out evaluation, arm-A/metrics.json) and each RL
-arm's run (arm-X-seedN/metrics.jsonl: its held-out evaluations, its sampled tokens and verifications,
-its stage times, the pass rate of its Coder's samples on the training pool). pass@1 and fast_1 are
-shares of the held-out tasks, with 95% Wilson intervals; below the table, arm A sampled and on seen
-tasks, each arm's last evaluation against A task by task (exact McNemar), the held-out tasks correct
+arm's run (arm-X-seedN/metrics.jsonl, or arm-X-seedN-VARIANT for a variant such as lr3e-4: its held-out
+evaluations, its sampled tokens and verifications, its stage times, the pass rate of its Coder's
+samples on the training pool). pass@1 and fast_1 are shares of the held-out tasks, with 95% Wilson
+intervals; below the table, arm A sampled and on seen tasks, each arm's last checkpoint on the seen
+tasks against A's (where the seen stage ran it), each arm's last evaluation against A task by task
+(exact McNemar), the held-out tasks correct
 by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), the
 held-out verdicts of A and of each arm's last evaluation by status, how closely their completions
 follow the module (the operators' kernels, launches, the constructor), C against B on the same training
@@ -300,6 +302,36 @@ def correct_by_iteration(its):
     return {m["iteration"]: sum(s.get("correct", 0) for s in m.get("coder", {}).get("steps", [])) for m in its}
 
 
+RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
+
+
+def largest_kl(its):
+    """The largest step KL to the SFT Coder and its iteration, as 'K at iteration I', with that step's
+    largest token's KL where the trainer recorded it (kl_max: a spike of a few tokens shows a token far
+    above the mean); None when no step computed one. A spike the last step's KL no longer shows."""
+    steps = [(s["kl"], m["iteration"], s.get("kl_max")) for m in its for s in m.get("coder", {}).get("steps", [])
+             if "kl" in s]
+    if not steps:
+        return None
+    kl, it, peak = max(steps, key=lambda step: step[0])
+    return f"{kl:.2e} at iteration {it}" + (f" (its largest token: {peak:.2e})" if peak is not None else "")
+
+
+def seen_against_a(run, a_seen):
+    """An arm's last checkpoint on the seen stage's training tasks (greedy, RUN/seen-iter-N) against A's
+    on the same tasks: what RL kept of what SFT taught, or, for a tasks=seen arm, raised of what it
+    trained on. None where the seen stage did not run it."""
+    runs = sorted(p for p in run.glob("seen-iter-*") if (p / "metrics.json").exists())
+    if not runs:
+        return None
+    o = json.loads((runs[-1] / "metrics.json").read_text())["overall"]
+    it = int(runs[-1].name.rsplit("-", 1)[1])
+    line = (f"{run.name} at iteration {it} on {o.get('tasks', 0)} seen tasks (greedy): pass@1 "
+            f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}")
+    paired_line = against("against A", outcomes(runs[-1]), a_seen)
+    return line + (f"; {paired_line}" if paired_line else ".")
+
+
 def paired(seed, c, b):
     """C against B at one seed: both draw their tasks uniformly from the pool with the same seeded
     replay, so iteration i of each samples the same tasks (and, from the same start, the same tokens
@@ -350,12 +382,17 @@ def main():
     tasks = held_out_tasks(d)
     by_module = [module_followed("arm A", d / "arm-A", tasks)]
     start_invalid = syntax_failures(d / "arm-A")
+    seen_lines = []
+    a_seen = outcomes(d / "arm-A-seen")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
-        if not run.is_dir() or not (run / "metrics.jsonl").exists():
+        name = RUN_NAME.fullmatch(run.name)
+        if not name or not run.is_dir() or not (run / "metrics.jsonl").exists():
             continue
         its = jsonl(run / "metrics.jsonl")
-        arm, seed = run.name.split("-")[1], run.name.split("seed")[1]
+        # A variant's arm is labelled with it ("C lr3e-4"): its seeds are spread over apart from C's.
+        arm, seed = name.group(1) + (f" {name.group(3)}" if name.group(3) else ""), name.group(2)
         correct[(arm, seed)] = correct_by_iteration(its)
+        seen_lines.append(seen_against_a(run, a_seen))
         evals = [m["eval"] for m in its if "eval" in m]
         if not evals:
             continue
@@ -371,9 +408,10 @@ def main():
         config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
+        largest = largest_kl(its) if weighed else None
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
-              f"{f'{kl[-1]:.2e}' if kl else 'not computed'} -->")
+              f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
         last_eval = run / "eval" / ("iter-%06d" % last)
@@ -396,6 +434,9 @@ def main():
         o = json.loads(seen.read_text())["overall"]
         print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
               f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
+    for line in seen_lines:
+        if line:
+            print(line)
     if baseline is not None:
         print(against(f"Arm A against {baseline}'s arm A", start_outcomes, baseline_outcomes))
         line = module_followed(f"{baseline}'s arm A", baseline / "arm-A", held_out_tasks(baseline))
@@ -414,8 +455,9 @@ def main():
               "named for the operator at each position of its chain; launches; constructor): "
               + "; ".join(line for line in by_module if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
-        if arm == "C" and ("B", seed) in correct:
-            line = paired(seed, c, correct[("B", seed)])
+        b = "B" + arm[1:]  # the B of the same variant
+        if arm[0] == "C" and (b, seed) in correct:
+            line = paired(seed if arm == "C" else f"{seed} ({arm[2:]})", c, correct[(b, seed)])
             if line:
                 print(line)
     for arm, seeds in sorted(ends.items()):

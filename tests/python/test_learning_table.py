@@ -167,6 +167,48 @@ class LearningTable(unittest.TestCase):
                       "(C - B = +1); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
 
 
+    def test_a_variant_is_its_own_arm_and_its_checkpoint_on_the_seen_tasks_is_paired_with_a(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            (d / "arm-A").mkdir()
+            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(2, 1)}))
+            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            seen = [{"id": f"seen-tasks/task_{i:05d}#0", "correct": i < 3, "speedup_eager": 1.2 if i < 3 else None}
+                    for i in range(4)]
+            write_jsonl(d / "arm-A-seen" / "verdicts.jsonl", seen)
+            spike = iteration(2, 40, evaluated=(1, 0))
+            spike["coder"]["steps"][0].update(kl=0.45, kl_max=120.0)
+            for name, its in (("arm-C-seed1-lr3e-4", [iteration(1, 30), spike, iteration(3, 50, evaluated=(1, 0))]),
+                              ("arm-B-seed1-lr3e-4", [iteration(1, 31), iteration(3, 20, evaluated=(2, 1))])):
+                run = d / name
+                write_jsonl(run / "metrics.jsonl", its)
+                (run / "run.json").write_text(json.dumps({"config": {"coder_phase": {"kl_beta": 0.04}}}))
+                write_jsonl(run / "eval" / "iter-000003" / "verdicts.jsonl", verdicts({0}))
+            # The variant's C on the seen tasks at its last checkpoint: task 0 lost, task 3 gained.
+            run_seen = d / "arm-C-seed1-lr3e-4" / "seen-iter-000003"
+            write_jsonl(run_seen / "verdicts.jsonl",
+                        [dict(v, correct=v["id"].startswith(("seen-tasks/task_00001", "seen-tasks/task_00002",
+                                                             "seen-tasks/task_00003"))) for v in seen])
+            (run_seen / "metrics.json").write_text(json.dumps({"overall": {"tasks": 4, "pass_at_k": {"pass@1": 0.75},
+                                                                           "fast_p_eager": {"1": 0.5}}}))
+            # Not an arm's run: ignored.
+            (d / "arm-C-seedling").mkdir()
+            out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
+        lines = out.stdout.splitlines()
+        self.assertIn("| C lr3e-4 | 1 | 0.200 [0.06, 0.51] | 0.100 [0.02, 0.40] |", out.stdout)
+        self.assertIn("| B lr3e-4 | 1 |", out.stdout)
+        self.assertNotIn("| C | 1 |", out.stdout)
+        self.assertTrue(any(line.startswith("<!-- arm-C-seed1-lr3e-4 held-out completions") and
+                            line.endswith("last step: 1.00e-03, largest: 4.50e-01 at iteration 2 (its largest token: 1.20e+02) -->") for line in lines),
+                        out.stdout)
+        self.assertIn("arm-C-seed1-lr3e-4 at iteration 3 on 4 seen tasks (greedy): pass@1 0.750, fast_1 0.500; "
+                      "against A, task by task: pass +1 -1 (exact McNemar p = 1.00); fast_1 +0 -1 "
+                      "(exact McNemar p = 1.00).", lines)
+        self.assertIn("Seed 1 (lr3e-4), C against B on the same draws (iterations 1-3): correct samples 80 against 51 "
+                      "(C - B = +29); C ahead in 1 iterations, behind in 1, equal in 0.", lines)
+        self.assertIn("Arm C lr3e-4 over 1 seed(s): pass@1 mean 0.100 (range 0.100-0.100), fast_1 mean 0.000 "
+                      "(range 0.000-0.000).", lines)
+
     def test_arm_a_against_another_runs_arm_a(self):
         with tempfile.TemporaryDirectory() as tmp:
             d, base = Path(tmp) / "run", Path(tmp) / "base"
