@@ -105,19 +105,20 @@ seen)
   # With an arm's run: its Coder at its last checkpoint on the same tasks (did RL keep what SFT taught,
   # or, for a tasks=seen arm, raise what it trained on?).
   seen_tasks
-  if [[ -z ${2:-} ]]; then
-    "$BIN" bench --model "$DIR/sft/model" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
-      --max-new-tokens 3072 --out "$DIR/arm-A-seen" --resume --no-progress --json | tail -1
-    # Each completion against the one it was taught: where greedy decoding first leaves it.
-    python3 "$ROOT/scripts/learning/seen.py" "$DIR" > "$DIR/arm-A-seen/differences.txt"
-    head -1 "$DIR/arm-A-seen/differences.txt"
-  else
+  adapter=() out=$DIR/arm-A-seen
+  if [[ -n ${2:-} ]]; then
     run=$DIR/${2%/}
     last=
     [[ -d $run/checkpoints ]] && last=$(find "$run/checkpoints" -mindepth 1 -maxdepth 1 -name 'iter-??????' | sort | tail -1)
     [[ -n $last ]] || { echo "$run has no checkpoint: run its arm first" >&2; exit 2; }
-    "$BIN" bench --model "$DIR/sft/model" --adapter "$last/coder/adapter" --tasks "$DIR/seen-tasks" --backend triton \
-      --device "$DEV" --max-new-tokens 3072 --out "$run/seen-$(basename "$last")" --resume --no-progress --json | tail -1
+    adapter=(--adapter "$last/coder/adapter") out=$run/seen-$(basename "$last")
+  fi
+  "$BIN" bench --model "$DIR/sft/model" "${adapter[@]}" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
+    --max-new-tokens 3072 --out "$out" --resume --no-progress --json | tail -1
+  if [[ -z ${2:-} ]]; then
+    # Each completion against the one it was taught: where greedy decoding first leaves it.
+    python3 "$ROOT/scripts/learning/seen.py" "$DIR" > "$out/differences.txt"
+    head -1 "$out/differences.txt"
   fi
   ;;
 arm)

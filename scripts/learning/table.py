@@ -324,10 +324,10 @@ def seen_against_a(run, a_seen):
     runs = sorted(p for p in run.glob("seen-iter-*") if (p / "metrics.json").exists())
     if not runs:
         return None
-    o = json.loads((runs[-1] / "metrics.json").read_text())["overall"]
+    f = figures(json.loads((runs[-1] / "metrics.json").read_text())["overall"])
     it = int(runs[-1].name.rsplit("-", 1)[1])
-    line = (f"{run.name} at iteration {it} on {o.get('tasks', 0)} seen tasks (greedy): pass@1 "
-            f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}")
+    line = (f"{run.name} at iteration {it} on {f['n']} seen tasks (greedy): pass@1 {f['pass1'] or 0:.3f}, "
+            f"fast_1 {f['fast1'] or 0:.3f}")
     paired_line = against("against A", outcomes(runs[-1]), a_seen)
     return line + (f"; {paired_line}" if paired_line else ".")
 
@@ -431,9 +431,9 @@ def main():
               f"pass@8 {k.get('pass@8', 0):.3f}.")
     seen = d / "arm-A-seen" / "metrics.json"
     if seen.exists():
-        o = json.loads(seen.read_text())["overall"]
-        print(f"Arm A on {o.get('tasks', 0)} of its training tasks (greedy): pass@1 "
-              f"{o.get('pass_at_k', {}).get('pass@1', 0):.3f}, fast_1 {o.get('fast_p_eager', {}).get('1', 0):.3f}.")
+        f = figures(json.loads(seen.read_text())["overall"])
+        print(f"Arm A on {f['n']} of its training tasks (greedy): pass@1 {f['pass1'] or 0:.3f}, "
+              f"fast_1 {f['fast1'] or 0:.3f}.")
     for line in seen_lines:
         if line:
             print(line)

@@ -39,6 +39,13 @@ def overall(correct, fast):
             "fast_p_compile": {"1": 0.0}, "geomean_speedup_eager": 1.0}
 
 
+def write_arm_a(d, correct, fast=()):
+    """Arm A under run directory d: its metrics and its verdicts on the ten held-out tasks."""
+    (d / "arm-A").mkdir(parents=True)
+    (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(len(correct), len(fast))}))
+    write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts(correct, fast=fast))
+
+
 def iteration(it, correct, evaluated=None):
     m = {"iteration": it, "verified": 128, "tokens_sampled": 1000, "stage_s": {"coder": 10.0},
          "coder": {"steps": [{"correct": correct, "pass_rate": correct / 128, "kl": 1e-3}]}}
@@ -133,9 +140,7 @@ class LearningTable(unittest.TestCase):
     def test_arms_against_a_task_by_task_and_c_against_b_on_the_same_draws(self):
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
-            (d / "arm-A").mkdir()
-            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(2, 1)}))
-            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            write_arm_a(d, {0, 1}, fast={0})
             # C ends with tasks 0, 2, 3, 4 (fast: 2, 3): pass +3 -1, fast_1 +2 -1 against A.
             write_jsonl(d / "arm-C-seed1" / "metrics.jsonl",
                         [iteration(1, 30), iteration(2, 41, evaluated=(4, 2)), iteration(3, 50)])
@@ -170,9 +175,7 @@ class LearningTable(unittest.TestCase):
     def test_a_variant_is_its_own_arm_and_its_checkpoint_on_the_seen_tasks_is_paired_with_a(self):
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
-            (d / "arm-A").mkdir()
-            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(2, 1)}))
-            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            write_arm_a(d, {0, 1}, fast={0})
             seen = [{"id": f"seen-tasks/task_{i:05d}#0", "correct": i < 3, "speedup_eager": 1.2 if i < 3 else None}
                     for i in range(4)]
             write_jsonl(d / "arm-A-seen" / "verdicts.jsonl", seen)
@@ -212,9 +215,7 @@ class LearningTable(unittest.TestCase):
     def test_arm_a_against_another_runs_arm_a(self):
         with tempfile.TemporaryDirectory() as tmp:
             d, base = Path(tmp) / "run", Path(tmp) / "base"
-            (d / "arm-A").mkdir(parents=True)
-            (d / "arm-A" / "metrics.json").write_text(json.dumps({"overall": overall(3, 1)}))
-            write_jsonl(d / "arm-A" / "verdicts.jsonl", verdicts({0, 1, 2}, fast={0}))
+            write_arm_a(d, {0, 1, 2}, fast={0})
             run = [sys.executable, str(SCRIPT), str(d), str(base)]
             missing = subprocess.run(run, capture_output=True, text=True)
             self.assertNotEqual(missing.returncode, 0)
