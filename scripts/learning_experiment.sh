@@ -12,9 +12,10 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [kl=k3_clamped] [tasks=seen]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [temp=V] [kl=k3_clamped] [tasks=seen]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
-#                                                   Coder's lr, the KL's estimator, or only the seen
+#                                                   Coder's lr, its sampling temperature in the
+#                                                   Coder steps, the KL's estimator, or only the seen
 #                                                   stage's 40 tasks to train on (does RL raise what
 #                                                   it trains on?)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
@@ -38,7 +39,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [kl=k3_clamped] [tasks=seen] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [temp=V] [kl=k3_clamped] [tasks=seen] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -134,17 +135,19 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 kl=k3 tasks=pool variant=
+  lr=1e-3 temp=1.0 kl=k3 tasks=pool variant=
   for option in "${@:4}"; do
     case $option in
     lr=?*) lr=${option#lr=} ;;
+    temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
     tasks=seen) tasks=seen ;;
-    *) echo "unknown arm option $option (lr=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, temp=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
   [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
+  [[ $temp =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "temp=$temp is not a number" >&2; exit 2; }
   run=$DIR/arm-$arm-seed$seed$variant
   # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
   # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
@@ -161,6 +164,7 @@ arm)
     fi
   fi
   sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|" \
+      -e "s|@TEMPERATURE@|$temp|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
       scripts/learning/arm.toml > "$run.toml"
