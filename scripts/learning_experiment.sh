@@ -135,13 +135,13 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 temp=1.0 kl=k3 tasks=pool variant=
+  lr=1e-3 temp=1.0 kl=k3 tasks=pool every=8 variant=
   for option in "${@:4}"; do
     case $option in
     lr=?*) lr=${option#lr=} ;;
     temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
-    tasks=seen) tasks=seen ;;
+    tasks=seen) tasks=seen every=30 ;;
     *) echo "unknown arm option $option (lr=VALUE, temp=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
@@ -164,7 +164,7 @@ arm)
     fi
   fi
   sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|" \
-      -e "s|@TEMPERATURE@|$temp|" \
+      -e "s|@TEMPERATURE@|$temp|; s|@EVAL_EVERY@|$every|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
       scripts/learning/arm.toml > "$run.toml"
