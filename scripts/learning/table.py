@@ -394,11 +394,13 @@ def main():
         correct[(arm, seed)] = correct_by_iteration(its)
         seen_lines.append(seen_against_a(run, a_seen))
         evals = [m["eval"] for m in its if "eval" in m]
+        wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
+        # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its
+        # training pass rate and spending.
+        print(row(arm, seed, start, figures(evals[-1] if evals else {}), pool_pass_rates(its), len(its),
+                  sum(m.get("verified", 0) for m in its), sum(m.get("tokens_sampled", 0) for m in its), wall))
         if not evals:
             continue
-        wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
-        print(row(arm, seed, start, figures(evals[-1]), pool_pass_rates(its), len(its),
-                  sum(m.get("verified", 0) for m in its), sum(m.get("tokens_sampled", 0) for m in its), wall))
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")

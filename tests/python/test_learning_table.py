@@ -194,6 +194,9 @@ class LearningTable(unittest.TestCase):
                                                              "seen-tasks/task_00003"))) for v in seen])
             (run_seen / "metrics.json").write_text(json.dumps({"overall": {"tasks": 4, "pass_at_k": {"pass@1": 0.75},
                                                                            "fast_p_eager": {"1": 0.5}}}))
+            # A tasks=seen arm is evaluated on the held-out tasks at its end only: before that, its row
+            # shows its training and spending.
+            write_jsonl(d / "arm-C-seed1-tasksseen" / "metrics.jsonl", [iteration(1, 64), iteration(2, 96)])
             # Not an arm's run: ignored.
             (d / "arm-C-seedling").mkdir()
             out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
@@ -201,6 +204,8 @@ class LearningTable(unittest.TestCase):
         self.assertIn("| C lr3e-4 | 1 | 0.200 [0.06, 0.51] | 0.100 [0.02, 0.40] |", out.stdout)
         self.assertIn("| B lr3e-4 | 1 |", out.stdout)
         self.assertNotIn("| C | 1 |", out.stdout)
+        self.assertIn("| C tasksseen | 1 | 0.200 [0.06, 0.51] | - | 0.100 [0.02, 0.40] | - | - | - | 0.625 -> 0.625 | "
+                      "2 | 256 | 2000 | 20 s |", lines)
         self.assertTrue(any(line.startswith("<!-- arm-C-seed1-lr3e-4 held-out completions") and
                             line.endswith("last step: 1.00e-03, largest: 4.50e-01 at iteration 2 (its largest token: 1.20e+02) -->") for line in lines),
                         out.stdout)
