@@ -147,7 +147,8 @@ arm)
     variant+=-${option//=/}
   done
   [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
-  [[ $temp =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "temp=$temp is not a number" >&2; exit 2; }
+  # 0 would be greedy: a group of G equal samples, no signal.
+  [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
   run=$DIR/arm-$arm-seed$seed$variant
   # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
   # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
