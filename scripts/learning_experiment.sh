@@ -141,7 +141,8 @@ arm)
     lr=?*) lr=${option#lr=} ;;
     temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
-    tasks=seen) tasks=seen every=30 ;;
+    # Evaluated on held-out tasks at its end only (every = the template's iterations).
+    tasks=seen) tasks=seen every=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml) ;;
     *) echo "unknown arm option $option (lr=VALUE, temp=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
