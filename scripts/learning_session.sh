@@ -36,10 +36,10 @@ for stage in "$@"; do
   say "$stage (at most ${budget} s)"
   # timeout signals its process group: the stage's kernelzero gets the SIGINT itself.
   IFS=: read -ra args <<< "$stage"
-  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${stage//:/-}.log" 2>&1
+  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${stage//[:=]/-}.log" 2>&1
   rc=$?
   say "$stage: exit $rc"
-  tail -3 "$OUTD/${stage//:/-}.log" | tee -a "$LOG"
+  tail -3 "$OUTD/${stage//[:=]/-}.log" | tee -a "$LOG"
   (( rc == 0 )) || break
 done
 (cd "$DIR" && find . -type f -size -3M ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
