@@ -50,6 +50,22 @@ seen_tasks() {
   cp -t "$DIR/seen-tasks.tmp" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
   mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
 }
+# Whatever is made over the SFT Coder (an arm's run, a bench of it) is resumed over the same Coder only:
+# a session rebuilds the Coder (it cannot travel), and a rebuild on another kind of GPU differs
+# (docs/LEARNING.md, thirteenth run). Its fingerprint goes beside a result made from now on (OUT.base);
+# a result without one is resumed unchecked.
+same_coder() {
+  [[ -d $DIR/sft/model ]] || { echo "no SFT Coder in $DIR/sft/model: run the sft stage first" >&2; exit 2; }
+  [[ -n ${coder_sha:-} ]] || coder_sha=$(cd "$DIR/sft/model" && sha256sum -- * | sha256sum | cut -c1-16)
+  if [[ -f $1.base ]]; then
+    [[ $(cat "$1.base") == "$coder_sha" ]] || {
+      echo "$1 was made over another SFT Coder (fingerprint $(cat "$1.base"), now $coder_sha: rebuilt on another kind of GPU?); move it away to start it afresh" >&2
+      exit 2
+    }
+  elif [[ ! -e $1 ]]; then
+    echo "$coder_sha" > "$1.base"
+  fi
+}
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
@@ -89,6 +105,8 @@ sft | proposer)
   fi
   if [[ $stage == sft ]]; then
     # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
+    same_coder "$DIR/arm-A"
+    echo "SFT Coder fingerprint $coder_sha"
     "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
       --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
   fi
@@ -96,6 +114,7 @@ sft | proposer)
 sampled)
   # How far the SFT Coder reaches when sampled: 8 completions a held-out task at temperature 1 (pass@1
   # and pass@8). Greedy arm A at ~0 with pass@8 above it says the held-out tasks are within reach.
+  same_coder "$DIR/arm-A-sampled"
   "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
     --samples 8 --k 1,8 --temperature 1 --seed 1 --max-new-tokens 3072 --out "$DIR/arm-A-sampled" --resume \
     --no-progress --json | tail -1
@@ -112,8 +131,10 @@ seen)
     last=
     [[ -d $run/checkpoints ]] && last=$(find "$run/checkpoints" -mindepth 1 -maxdepth 1 -name 'iter-??????' | sort | tail -1)
     [[ -n $last ]] || { echo "$run has no checkpoint: run its arm first" >&2; exit 2; }
+    same_coder "$run"
     adapter=(--adapter "$last/coder/adapter") out=$run/seen-$(basename "$last")
   fi
+  same_coder "$out"
   "$BIN" bench --model "$DIR/sft/model" "${adapter[@]}" --tasks "$DIR/seen-tasks" --backend triton --device "$DEV" \
     --max-new-tokens 3072 --out "$out" --resume --no-progress --json | tail -1
   if [[ -z ${2:-} ]]; then
@@ -151,6 +172,7 @@ arm)
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
   run=$DIR/arm-$arm-seed$seed$variant
+  same_coder "$run"
   # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
   # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
   # not carried with the corpus).

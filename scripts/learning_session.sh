@@ -12,6 +12,10 @@
 #   corpus.tgz        with KZ_LEARN_PACK_CORPUS=1, once the pool is imported: corpus/, pool.sqlite,
 #                     pool.corpus (carry them back to runs/learning to skip the stage's import)
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
+#   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint (its run, last
+#                     checkpoint, pool copy, toml), in parts of 15 MiB; `cat arms.tgz.* | tar xzf - -C
+#                     runs/learning` lets a later session resume the arms over the same rebuilt Coder
+#                     (the arm stage refuses another: docs/LEARNING.md, "What the device allows")
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 DEADLINE=${1:?usage: $0 DEADLINE_S STAGE...}
@@ -50,5 +54,13 @@ fi
 if [[ ${KZ_LEARN_PACK_TEACH:-0} == 1 && -d $DIR/teach ]]; then
   tar cJf "$OUTD/teach.tar.xz" -C "$DIR" teach
 fi
-say "packed (KiB): $(du -k "$OUTD"/*.t*z | tr '\n\t' '  ')"
+if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
+  packed=()
+  while IFS= read -r run; do
+    packed+=("$run")
+    for f in "$DIR/$run".*; do [[ -f $f ]] && packed+=("${f#"$DIR"/}"); done
+  done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
+  (( ${#packed[@]} )) && tar czf - -C "$DIR" "${packed[@]}" | split -b 15m - "$OUTD/arms.tgz."
+fi
+say "packed (KiB): $(du -k "$OUTD"/*.t*z* | tr '\n\t' '  ')"
 exit $rc
