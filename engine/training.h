@@ -45,6 +45,10 @@ torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batc
 struct OptimConfig {
     double lr = 1e-5, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
     double max_grad_norm = 1.0;  // <= 0: no clipping
+    // Step k (from 0) of the first warmup_steps takes lr * (k + 1) / warmup_steps, the rest lr: a
+    // policy's first updates from a fresh AdamW are its largest (each moves every weight by ~lr). 0:
+    // none. A caller with its own schedule (set_lr before each step) leaves it at 0.
+    int64_t warmup_steps = 0;
 };
 
 // AdamW over named parameters (LoRA adapters, or every base weight for full fine-tuning). A parameter

@@ -64,6 +64,7 @@ Policy::Policy(std::string name, const PolicySpec& spec, const std::string& mode
     optim_.lr = spec.lr;
     optim_.weight_decay = spec.weight_decay;
     optim_.max_grad_norm = spec.max_grad_norm;
+    optim_.warmup_steps = spec.warmup_steps;
     opt_ = std::make_unique<PolicyOptimizer>(std::move(params), optim_);
 }
 

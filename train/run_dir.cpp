@@ -43,9 +43,21 @@ void exec(sqlite3* db, const std::string& sql, const std::string& path) {
     }
 }
 
+// The run ran without a setting added since, which is what the setting's default reproduces.
+void take_added_defaults(json& recorded, const json& now, const json& defaults) {
+    for (auto& [k, v] : now.items()) {
+        if (!defaults.contains(k)) continue;
+        if (!recorded.contains(k)) {
+            if (defaults[k] == v) recorded[k] = v;
+        } else if (v.is_object() && recorded[k].is_object()) {
+            take_added_defaults(recorded[k], v, defaults[k]);
+        }
+    }
+}
+
 }  // namespace
 
-RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_(path) {
+RunDir::RunDir(const std::string& path, const json& config, bool resume, const json& defaults) : path_(path) {
     const bool exists = fs::exists(file("run.json"));
     if (exists && !resume)
         throw std::runtime_error(path +
@@ -56,6 +68,7 @@ RunDir::RunDir(const std::string& path, const json& config, bool resume) : path_
     if (exists) {
         json run = json::parse(read_file(file("run.json")));
         json recorded = run.value("config", json::object()), now = config;
+        take_added_defaults(recorded, now, defaults);
         // What may change on resume: how long to run, and where verdicts come from (same settings).
         for (json* j : {&recorded, &now}) {
             for (const char* k : {"iterations", "verification_budget", "token_budget"}) j->erase(k);

@@ -33,8 +33,11 @@ public:
     // Creates the directory (or opens it with resume = true) and takes its lock. Throws
     // std::runtime_error naming the cause: a directory that already holds a run without --resume,
     // --resume on a directory without one, a configuration that differs from the recorded one
-    // (keys other than `iterations` and the budgets), a lock held by another trainer.
-    RunDir(const std::string& path, const nlohmann::json& config, bool resume);
+    // (keys other than `iterations` and the budgets), a lock held by another trainer. `defaults`, the
+    // configuration's defaults in config's shape: a key the recorded configuration lacks (a setting
+    // added since the run began) is taken as recorded where config holds its default there.
+    RunDir(const std::string& path, const nlohmann::json& config, bool resume,
+           const nlohmann::json& defaults = nlohmann::json::object());
     RunDir(const RunDir&) = delete;
     RunDir& operator=(const RunDir&) = delete;
 

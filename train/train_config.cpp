@@ -147,6 +147,7 @@ const auto policy_fields = [](auto& p, auto& v) {
     v("lr", p.lr, Positive{});
     v("weight_decay", p.weight_decay);
     v("max_grad_norm", p.max_grad_norm);
+    v("warmup_steps", p.warmup_steps, AtLeast{0});
     v("dtype", p.dtype, OneOf{{"float32", "bfloat16", "auto"}});
 };
 

@@ -35,6 +35,8 @@ struct PolicySpec {
     // for one layer at a time (memory of a 7B update at long sequences), for ~1/3 more compute.
     bool recompute = false;
     double lr = 1e-5, weight_decay = 0.0, max_grad_norm = 1.0;
+    // The lr rises linearly over the policy's first warmup_steps AdamW steps (engine/training.h).
+    int64_t warmup_steps = 0;
     std::string dtype = "auto";  // float32 | bfloat16 | auto (bf16 on CUDA, fp32 on the CPU)
 };
 

@@ -57,7 +57,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
                                : materialise_model(cfg.proposer, run_path_ + "/models/proposer-base", cfg.seed + 1);
     };
     if (ranks_.leader()) {
-        run_ = std::make_unique<RunDir>(run_path_, cfg.to_json(), opts.resume);
+        run_ = std::make_unique<RunDir>(run_path_, cfg.to_json(), opts.resume, TrainConfig{}.to_json());
         records_ = std::make_unique<RecordIndex>(run_->rollouts_path());
         store_ = std::make_unique<TaskStore>(cfg.task_store.empty() ? run_->file("tasks.sqlite") : cfg.task_store);
         std::fprintf(stderr, "[train] run %s in %s%s\n", run_->run_id().c_str(), run_->path().c_str(),

@@ -757,6 +757,9 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
             dir);
     EXPECT_EQ(kl.code, 2);
     EXPECT_NE(kl.err.find("'coder_phase.kl_beta' needs a LoRA Coder"), std::string::npos) << kl.err;
+    auto warmup = run({"train", "--config", write("w.toml", "[coder]\ntokenizer = \"x\"\nwarmup_steps = -1\n")}, dir);
+    EXPECT_EQ(warmup.code, 2);
+    EXPECT_NE(warmup.err.find("'coder.warmup_steps' must be >= 0"), std::string::npos) << warmup.err;
     auto estimator = run(
         {"train", "--config", write("g.toml", "[coder]\ntokenizer = \"x\"\n[coder_phase]\nkl_estimator = \"k2\"\n")},
         dir);

@@ -1,6 +1,11 @@
 // chunked_logprobs (engine/training.h) against plain autograd over the whole logits matrix: exact
 // in fp32 on the CPU; on the GPU in bf16, no further from an fp64 reference than bf16 autograd is.
+// PolicyOptimizer's lr warm-up, through a resume.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "engine/training.h"
 
@@ -70,6 +75,45 @@ TEST(ChunkedLogprobGpu, Bf16GradientsAreAsCloseToFp64AsBf16Autograd) {
     EXPECT_LT(max_err(ours.hidden, exact.hidden), 2 * max_err(autograd.hidden, exact.hidden) + 1e-6 * scale_h);
     EXPECT_LT(max_err(ours.weight, exact.weight), 2 * max_err(autograd.weight, exact.weight) + 1e-6 * scale_w)
         << "ours " << max_err(ours.weight, exact.weight) << ", autograd " << max_err(autograd.weight, exact.weight);
+}
+
+// AdamW's step under a constant gradient is lr (its bias-corrected moments are the gradient and its
+// square), so each step's move is the lr it took.
+std::vector<double> moves(kz::PolicyOptimizer& opt, torch::Tensor& p, int n) {
+    std::vector<double> out;
+    for (int i = 0; i < n; ++i) {
+        const double before = p.item<double>();
+        p.mutable_grad() = torch::ones_like(p);
+        opt.step();
+        out.push_back(before - p.item<double>());
+    }
+    return out;
+}
+
+TEST(PolicyOptimizer, WarmUpRaisesTheLrLinearlyAcrossAResume) {
+    kz::OptimConfig oc;
+    oc.lr = 1e-2, oc.eps = 1e-12, oc.warmup_steps = 4;
+    auto p = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
+    kz::PolicyOptimizer opt({{"p", p}}, oc);
+    auto first = moves(opt, p, 2);
+    const std::string state = (std::filesystem::temp_directory_path() / "kz_warmup_optimizer.pt").string();
+    opt.save_state(state);
+    // A resumed optimizer continues the ramp from its saved step count, not from its start.
+    auto q = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
+    kz::PolicyOptimizer resumed({{"p", q}}, oc);
+    resumed.load_state(state);
+    std::filesystem::remove(state);
+    auto rest = moves(resumed, q, 3);
+    const std::vector<double> want = {0.25e-2, 0.5e-2, 0.75e-2, 1e-2, 1e-2};
+    std::vector<double> got = first;
+    got.insert(got.end(), rest.begin(), rest.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-7) << "step " << i;
+    // Without warm-up every step takes lr.
+    oc.warmup_steps = 0;
+    auto r = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
+    kz::PolicyOptimizer plain({{"r", r}}, oc);
+    for (double m : moves(plain, r, 2)) EXPECT_NEAR(m, 1e-2, 1e-7);
 }
 
 }  // namespace

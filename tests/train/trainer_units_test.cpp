@@ -453,6 +453,43 @@ TEST(RunDir, KeepsTheNewestCompleteCheckpoints) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(RunDir, AResumeRefusesAnotherConfigurationButTakesASettingAddedAtItsDefault) {
+    const std::string dir = testing::TempDir() + "kz_run_dir_config";
+    std::filesystem::remove_all(dir);
+    const json recorded = {{"seed", 1}, {"iterations", 4}, {"coder", {{"lr", 1e-3}}}};
+    { kz::RunDir run(dir, recorded, false); }
+    const json defaults = {{"seed", 0}, {"coder", {{"lr", 1e-5}, {"warmup_steps", 0}}}};
+    auto refusal = [&](const json& now) -> std::string {
+        try {
+            kz::RunDir run(dir, now, true, defaults);
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    // Longer, and with a setting the run began without at the value it ran with: resumed.
+    json now = recorded;
+    now["iterations"] = 8;
+    now["coder"]["warmup_steps"] = 0;
+    EXPECT_EQ(refusal(now), "");
+    // The same setting at another value would change the run: refused, naming the section.
+    now["coder"]["warmup_steps"] = 2;
+    EXPECT_NE(refusal(now).find("differs in: coder"), std::string::npos) << refusal(now);
+    now = recorded;
+    now["seed"] = 2;
+    EXPECT_NE(refusal(now).find("differs in: seed"), std::string::npos) << refusal(now);
+    // Without defaults, no added key is taken.
+    now = recorded;
+    now["coder"]["warmup_steps"] = 0;
+    try {
+        kz::RunDir run(dir, now, true);
+        ADD_FAILURE() << "an added key was taken without a default";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("differs in: coder"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST(RunDir, ARunDatabaseThatIsNoDatabaseIsRefusedAndClosed) {
     const std::string dir = testing::TempDir() + "kz_run_dir_not_a_db";
     std::filesystem::remove_all(dir);
