@@ -132,6 +132,8 @@ seen)
     last=
     [[ -d $run/checkpoints ]] && last=$(find "$run/checkpoints" -mindepth 1 -maxdepth 1 -name 'iter-??????' | sort | tail -1)
     [[ -n $last ]] || { echo "$run has no checkpoint: run its arm first" >&2; exit 2; }
+    # An arm unpacked from learning_session.sh's arms.tgz has its adapter again at its next checkpoint.
+    [[ -d $last/coder/adapter ]] || { echo "$last has no adapter (an arm unpacked from arms.tgz): run its arm an iteration first" >&2; exit 2; }
     same_coder "$run"
     adapter=(--adapter "$last/coder/adapter") out=$run/seen-$(basename "$last")
   fi

@@ -13,8 +13,10 @@
 #                     pool.corpus (carry them back to runs/learning to skip the stage's import)
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
 #   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint (its run, last
-#                     checkpoint, pool copy, toml), in parts of 15 MiB; `cat arms.tgz.* | tar xzf - -C
-#                     runs/learning` lets a later session resume the arms over the same rebuilt Coder
+#                     checkpoint without its adapters, pool copy, toml; not the rollout log), in
+#                     parts of 15 MiB. Parts found in the run
+#                     directory at the start are unpacked there (carried packed: a carry counts
+#                     unpacked bytes), so a later session resumes the arms over the same rebuilt Coder
 #                     (the arm stage refuses another: docs/LEARNING.md, "What the device allows")
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -32,6 +34,11 @@ if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
   say "built"
+fi
+if compgen -G "$DIR/arms.tgz.*" > /dev/null; then
+  cat "$DIR"/arms.tgz.* | tar xzf - -C "$DIR" || { say "arms.tgz.* in $DIR do not unpack"; exit 1; }
+  rm -f "$DIR"/arms.tgz.*
+  say "unpacked arms: $(find "$DIR" -mindepth 2 -maxdepth 2 -path '*/arm-*/checkpoints' -printf '%h ' | sed "s|$DIR/||g")"
 fi
 rc=0
 for stage in "$@"; do
@@ -60,7 +67,11 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
     packed+=("$run")
     for f in "$DIR/$run".*; do [[ -f $f ]] && packed+=("${f#"$DIR"/}"); done
   done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
-  (( ${#packed[@]} )) && tar czf - -C "$DIR" "${packed[@]}" | split -b 15m - "$OUTD/arms.tgz."
+  # Without the adapters (a resume restores the weights from the optimizer's fp32 masters, and the
+  # next checkpoint writes the adapter again) or the rollout log (~6 MB an iteration, which no resume
+  # reads: a resumed arm's log starts at its resume), so that a pack stays ~20 MB however long the arm.
+  (( ${#packed[@]} )) && tar czf - -C "$DIR" --exclude='arm-*/checkpoints/*/adapter' --exclude='arm-*/rollouts.jsonl' "${packed[@]}" \
+    | split -b 15m - "$OUTD/arms.tgz."
 fi
 say "packed (KiB): $(du -k "$OUTD"/*.t*z* | tr '\n\t' '  ')"
 exit $rc
