@@ -15,8 +15,8 @@
 #   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [tasks=seen]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr, its lr's warm-up over N AdamW steps,
-#                                                   its sampling temperature in the
-#                                                   Coder steps, the KL's estimator, or only the seen
+#                                                   its sampling temperature in the Coder steps, the
+#                                                   KL's estimator, or only the seen
 #                                                   stage's 40 tasks to train on (does RL raise what
 #                                                   it trains on?)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
@@ -52,9 +52,9 @@ seen_tasks() {
   mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
 }
 # Whatever is made over the SFT Coder (an arm's run, a bench of it) is resumed over the same Coder only:
-# a session rebuilds the Coder (it cannot travel), and a rebuild on another kind of GPU differs
-# (docs/LEARNING.md, thirteenth run). Its fingerprint goes beside a result made from now on (OUT.base);
-# a result without one is resumed unchecked.
+# a session rebuilds the Coder (it cannot travel), and the rebuild repeats it on the same kind of GPU
+# only (docs/LEARNING.md, "Across machines"). Its fingerprint goes beside a result made from now on
+# (OUT.base); a result without one is resumed unchecked.
 same_coder() {
   [[ -d $DIR/sft/model ]] || { echo "no SFT Coder in $DIR/sft/model: run the sft stage first" >&2; exit 2; }
   [[ -n ${coder_sha:-} ]] || coder_sha=$(cd "$DIR/sft/model" && sha256sum -- * | sha256sum | cut -c1-16)

@@ -14,10 +14,10 @@
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
 #   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint (its run, last
 #                     checkpoint without its adapters, pool copy, toml; not the rollout log), in
-#                     parts of 15 MiB. Parts found in the run
-#                     directory at the start are unpacked there (carried packed: a carry counts
-#                     unpacked bytes), so a later session resumes the arms over the same rebuilt Coder
-#                     (the arm stage refuses another: docs/LEARNING.md, "What the device allows")
+#                     parts of 15 MiB. Parts found in the run directory at the start are unpacked
+#                     there (carried packed: a carry counts unpacked bytes), so that a call on another
+#                     machine resumes the arms over the same rebuilt Coder (the arm stage refuses
+#                     another: docs/LEARNING.md, "Across machines")
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 DEADLINE=${1:?usage: $0 DEADLINE_S STAGE...}
@@ -68,10 +68,11 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
     for f in "$DIR/$run".*; do [[ -f $f ]] && packed+=("${f#"$DIR"/}"); done
   done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
   # Without the adapters (a resume restores the weights from the optimizer's fp32 masters, and the
-  # next checkpoint writes the adapter again) or the rollout log (~6 MB an iteration, which no resume
-  # reads: a resumed arm's log starts at its resume), so that a pack stays ~20 MB however long the arm.
-  (( ${#packed[@]} )) && tar czf - -C "$DIR" --exclude='arm-*/checkpoints/*/adapter' --exclude='arm-*/rollouts.jsonl' "${packed[@]}" \
-    | split -b 15m - "$OUTD/arms.tgz."
+  # next checkpoint writes the adapter again) or the rollout log (~6 MB an iteration; a resume only
+  # replays from it the steps of an interrupted iteration, which it samples afresh without): a pack
+  # stays ~20 MB however long the arm, and a resumed arm's log starts at its resume.
+  (( ${#packed[@]} )) && tar czf - -C "$DIR" --exclude='arm-*/checkpoints/*/adapter' \
+    --exclude='arm-*/rollouts.jsonl' "${packed[@]}" | split -b 15m - "$OUTD/arms.tgz."
 fi
 say "packed (KiB): $(du -k "$OUTD"/*.t*z* | tr '\n\t' '  ')"
 exit $rc
