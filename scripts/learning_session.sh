@@ -53,7 +53,7 @@ for stage in "$@"; do
   tail -3 "$OUTD/${stage//[:=]/-}.log" | tee -a "$LOG"
   (( rc == 0 )) || break
 done
-(cd "$DIR" && find . -type f -size -3M ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
+(cd "$DIR" && find . -type f -size -3M ! -name '*.lock' ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
   ! -path './teach/*' ! -path './corpus/*' ! -name '*.sqlite*' -print0 | tar czf "$OUTD/results.tgz" --null -T -)
 if [[ ${KZ_LEARN_PACK_CORPUS:-0} == 1 && -f $DIR/pool.corpus ]]; then
   tar czf "$OUTD/corpus.tgz" -C "$DIR" corpus pool.sqlite pool.corpus
