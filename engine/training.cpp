@@ -139,7 +139,7 @@ double PolicyOptimizer::step() {
     }
     double norm = torch::nn::utils::clip_grad_norm_(
         masters_, cfg_.max_grad_norm > 0 ? cfg_.max_grad_norm : std::numeric_limits<double>::infinity());
-    if (steps_ <= cfg_.warmup_steps && cfg_.warmup_steps > 0)
+    if (cfg_.warmup_steps > 0)
         set_lr(cfg_.lr * static_cast<double>(std::min(steps_ + 1, cfg_.warmup_steps)) /
                static_cast<double>(cfg_.warmup_steps));
     adam_->step();

@@ -96,7 +96,7 @@ TEST(PolicyOptimizer, WarmUpRaisesTheLrLinearlyAcrossAResume) {
     auto p = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
     kz::PolicyOptimizer opt({{"p", p}}, oc);
     auto first = moves(opt, p, 2);
-    const std::string state = (std::filesystem::temp_directory_path() / "kz_warmup_optimizer.pt").string();
+    const std::string state = testing::TempDir() + "kz_warmup_optimizer.pt";
     opt.save_state(state);
     // A resumed optimizer continues the ramp from its saved step count, not from its start.
     auto q = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
