@@ -85,6 +85,7 @@ std::vector<GroupResult> CoderRewards::score(const std::vector<std::vector<Rollo
             judged_rewards.push_back(r.rewards[i]);
         }
         auto adv = group_advantages(judged_rewards, cfg_.advantage, cfg_.eps, &r.zero_signal);
+        r.speed_only = !r.zero_signal && r.correct_rate == 1.0;
         for (size_t k = 0; k < G; ++k) {
             const size_t i = judged[k];
             r.advantages[i] =

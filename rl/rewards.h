@@ -49,6 +49,9 @@ struct GroupResult {
     double correct_rate = 0;   // c-hat of the group
     bool gate_open = false;    // whether the performance term was on
     bool zero_signal = false;  // every reward equal: no learning signal (the loss drops the group)
+    // Every judged completion correct and the rewards unequal: the speed term alone orders the group,
+    // and the "grpo" advantage scales its differences, however small (timing noise), to unit size.
+    bool speed_only = false;
 };
 
 // Rewards and advantages for a batch of groups (one group = the G completions of one task). Keeps

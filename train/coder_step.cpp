@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -95,8 +96,10 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
         groups[r.task].push_back(r.outcome);
     }
     auto scored = rewards.score(groups);
-    st.completions = st.correct = st.zero_signal_groups = st.gate_open_groups = 0;
+    st.completions = st.correct = st.zero_signal_groups = st.gate_open_groups = st.speed_only_groups = 0;
     st.mean_reward = 0;
+    double weight = 0, speed_only_weight = 0;  // sums of |advantage| over the loss's rows
+    std::vector<bool> speed_only_in_loss(tasks, false);
     for (Rollout& r : rollouts) {
         const GroupResult& g = scored[r.task];
         r.reward = g.rewards[static_cast<size_t>(r.sample)];
@@ -105,11 +108,16 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
             !g.zero_signal && !r.outcome.infra_error && !r.completion_ids.empty() && !(cfg.mask_overlong && !r.stopped);
         st.correct += r.outcome.correct;
         st.mean_reward += r.reward;
+        if (!r.in_loss) continue;
+        weight += std::abs(r.advantage);
+        if (g.speed_only) speed_only_weight += std::abs(r.advantage), speed_only_in_loss[r.task] = true;
     }
     st.completions = static_cast<int64_t>(rollouts.size());
     if (!rollouts.empty()) st.mean_reward /= static_cast<double>(rollouts.size());
     st.groups = static_cast<int64_t>(scored.size());
     for (const auto& g : scored) st.zero_signal_groups += g.zero_signal, st.gate_open_groups += g.gate_open;
+    st.speed_only_groups = std::count(speed_only_in_loss.begin(), speed_only_in_loss.end(), true);
+    st.speed_only_share = weight > 0 ? speed_only_weight / weight : 0.0;
 }
 
 void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<std::vector<int64_t>>& prompts,

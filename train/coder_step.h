@@ -59,6 +59,10 @@ struct CoderStepStats {
     int64_t updates = 0;  // optimizer steps taken (mini-batches with a row in the loss)
     double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
     double kl_max = 0;  // the largest token's KL over the step's updates (PolicyLossStats::kl_max)
+    // Groups in the loss whose samples are all correct (GroupResult::speed_only), and their share of
+    // the absolute advantages of the loss's rows: how much of the update only the speed term orders.
+    int64_t speed_only_groups = 0;
+    double speed_only_share = 0;
     double generate_s = 0, judge_s = 0, update_s = 0;
     bool updated = false;  // false when no completion carried a signal (no optimizer step taken)
 };

@@ -1,6 +1,7 @@
 // CA-GRPO rewards and advantages against numbers computed by hand (design section 6.3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "rl/rewards.h"
@@ -76,6 +77,29 @@ TEST(Rewards, ZeroSignalGroups) {
         EXPECT_TRUE(g.zero_signal);
         for (double a : g.advantages) EXPECT_EQ(a, 0.0);
     }
+}
+
+TEST(Rewards, AnAllCorrectGroupIsOrderedBySpeedAloneAndGrpoScalesItsNoiseToUnitAdvantages) {
+    // Eight correct samples of one kernel, timed 2% apart (s = log2(speedup) / 2): "grpo" divides
+    // differences of ~0.007 by their std and gives them advantages of about 1, as large as a
+    // correct sample's against an incorrect one; "dr_grpo" leaves them at their size.
+    const std::vector<RolloutOutcome> timed = {ok(1.50), ok(1.51), ok(1.49), ok(1.52),
+                                               ok(1.48), ok(1.50), ok(1.53), ok(1.47)};
+    kz::CoderRewards grpo({});
+    auto g = grpo.score({timed, {ok(1.5), bad(), ok(1.5), bad()}, {ok(2.0), ok(2.0)}});
+    EXPECT_TRUE(g[0].speed_only);
+    EXPECT_FALSE(g[1].speed_only);  // its correct samples outrank its incorrect ones
+    EXPECT_FALSE(g[2].speed_only);  // equal rewards: no signal at all
+    EXPECT_TRUE(g[2].zero_signal);
+    double largest = 0;
+    for (double a : g[0].advantages) largest = std::max(largest, std::abs(a));
+    EXPECT_GT(largest, 1.0);
+    kz::RewardConfig dr;
+    dr.advantage = "dr_grpo";
+    kz::CoderRewards dr_grpo(dr);
+    auto d = dr_grpo.score({timed})[0];
+    EXPECT_TRUE(d.speed_only);
+    for (double a : d.advantages) EXPECT_LT(std::abs(a), 0.02);
 }
 
 TEST(Rewards, BatchMovingAverageGate) {

@@ -2,6 +2,8 @@
 // masks, and that the update raises what the judge rewards and lowers what it penalises.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/lora.h"
 #include "train/coder_step.h"
 
@@ -62,6 +64,35 @@ TEST(CoderStep, RolloutsRewardsAndMasks) {
         return std::vector<kz::RolloutOutcome>(1);
     };
     EXPECT_THROW(kz::coder_step(f.model, opt, f.tok, f.prompts, {}, short_judge, rewards, cfg), std::runtime_error);
+}
+
+TEST(CoderStep, ScoringCountsTheShareOfTheUpdateThatTheSpeedTermAloneOrders) {
+    // Task 0: two correct samples, 1x and 2x (gate open: r = 1, 1.5; A = -0.7071, +0.7071), signal
+    // from speed alone. Task 1: one correct of four (gate closed: A = 1.5, -0.5, -0.5, -0.5). Share:
+    // 1.4142 / (1.4142 + 3). Task 2: every sample wrong, no signal, in neither sum.
+    auto rollout = [](size_t task, int sample, bool correct, std::optional<double> speedup) {
+        kz::Rollout r;
+        r.task = task;
+        r.sample = sample;
+        r.completion_ids = {1, 2};
+        r.stopped = true;
+        r.outcome = {correct, speedup};
+        return r;
+    };
+    std::vector<kz::Rollout> rollouts = {rollout(0, 0, true, 1.0), rollout(0, 1, true, 2.0), rollout(1, 0, true, 1.0),
+                                         rollout(1, 1, false, {}), rollout(1, 2, false, {}), rollout(1, 3, false, {}),
+                                         rollout(2, 0, false, {}), rollout(2, 1, false, {})};
+    kz::CoderRewards rewards({});
+    kz::CoderStepStats st;
+    kz::score_rollouts(rollouts, 3, rewards, kz::CoderStepConfig{}, st);
+    EXPECT_EQ(st.speed_only_groups, 1);
+    EXPECT_NEAR(st.speed_only_share, std::sqrt(2.0) / (std::sqrt(2.0) + 3.0), 1e-6);  // the std's eps
+    EXPECT_EQ(st.zero_signal_groups, 1);
+    // An overlong pair in task 0, masked out of the loss: nothing the update weighs is speed-only.
+    rollouts[0].stopped = rollouts[1].stopped = false;
+    kz::score_rollouts(rollouts, 3, rewards, kz::CoderStepConfig{}, st);
+    EXPECT_EQ(st.speed_only_groups, 0);
+    EXPECT_EQ(st.speed_only_share, 0.0);
 }
 
 // Sum of log p(completion tokens) for a rollout under the current policy.
