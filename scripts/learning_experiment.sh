@@ -12,7 +12,7 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [tasks=seen]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr, its lr's warm-up over N AdamW steps,
 #                                                   its sampling temperature in the Coder steps, the
@@ -40,7 +40,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [tasks=seen] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -159,16 +159,17 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 warmup=0 temp=1.0 kl=k3 tasks=pool every=8 variant=
+  lr=1e-3 warmup=0 temp=1.0 kl=k3 adv=grpo tasks=pool every=8 variant=
   for option in "${@:4}"; do
     case $option in
     lr=?*) lr=${option#lr=} ;;
     warmup=?*) warmup=${option#warmup=} ;;
     temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
+    adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations).
     tasks=seen) tasks=seen every=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml) ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, tasks=seen)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
@@ -192,7 +193,7 @@ arm)
       cp "$DIR/pool.sqlite" "$run.tasks.tmp.sqlite" && mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
     fi
   fi
-  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|" \
+  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|; s|@ADVANTAGE@|$adv|" \
       -e "s|@WARMUP@|$warmup|" \
       -e "s|@TEMPERATURE@|$temp|; s|@EVAL_EVERY@|$every|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \

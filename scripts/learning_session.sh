@@ -7,8 +7,9 @@
 # every stage resumes from on the next call (teach keeps its verdicts, sft checkpoints). Logs and
 # packed results go to $OUT:
 #   scripts/learning_session.sh DEADLINE_S STAGE...
-#   results.tgz       the small files of the run directory (bench and train metrics, reports, logs):
-#                     never models, checkpoints, pools, the corpus or the teach run
+#   results.tgz       the small files of the run directory (bench and train metrics, reports, logs,
+#                     each arm's pool copy: its attempts are its per-task pass rates by iteration):
+#                     never models, checkpoints, the training pool, the corpus or the teach run
 #   corpus.tgz        with KZ_LEARN_PACK_CORPUS=1, once the pool is imported: corpus/, pool.sqlite,
 #                     pool.corpus (carry them back to runs/learning to skip the stage's import)
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
@@ -53,8 +54,12 @@ for stage in "$@"; do
   tail -3 "$OUTD/${stage//[:=]/-}.log" | tee -a "$LOG"
   (( rc == 0 )) || break
 done
-(cd "$DIR" && find . -type f -size -3M ! -name '*.lock' ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
-  ! -path './teach/*' ! -path './corpus/*' ! -name '*.sqlite*' -print0 | tar czf "$OUTD/results.tgz" --null -T -)
+# An arm's pool copy is ~3 MB (the training pool's task sources; ~0.6 MB packed) with its attempts,
+# and its write-ahead log where a killed arm left one.
+(cd "$DIR" && find . -type f ! -name '*.lock' ! -path '*/checkpoints/*' ! -path '*/model/*' ! -path '*/model.tmp/*' \
+  ! -path './teach/*' ! -path './corpus/*' \
+  \( -name 'arm-*.tasks.sqlite' -o -name 'arm-*.tasks.sqlite-wal' -o -size -3M ! -name '*.sqlite*' \) \
+  -print0 | tar czf "$OUTD/results.tgz" --null -T -)
 if [[ ${KZ_LEARN_PACK_CORPUS:-0} == 1 && -f $DIR/pool.corpus ]]; then
   tar czf "$OUTD/corpus.tgz" -C "$DIR" corpus pool.sqlite pool.corpus
 fi

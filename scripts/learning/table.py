@@ -20,6 +20,7 @@ import ast
 import json
 import math
 import re
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -332,19 +333,74 @@ def seen_against_a(run, a_seen):
     return line + (f"; {paired_line}" if paired_line else ".")
 
 
-def paired(seed, c, b):
-    """C against B at one seed: both draw their tasks uniformly from the pool with the same seeded
-    replay, so iteration i of each samples the same tasks (and, from the same start, the same tokens
-    until their policies part): the per-iteration difference of correct samples is the sharpest
-    comparison the runs hold. D proposes its own tasks and has no such pairing."""
+def paired(seed, label, c, base, b):
+    """Two arms at one seed on one pool (C against B, a variant of C against C): both draw their tasks
+    uniformly from it with the same seeded replay, so iteration i of each samples the same tasks (and,
+    from the same start, the same tokens until their policies part): the per-iteration difference of
+    correct samples is the sharpest comparison the runs hold. D proposes its own tasks and has no
+    such pairing."""
     common = sorted(set(c) & set(b))
     if not common:
         return None
     d = [c[i] - b[i] for i in common]
     ahead, behind = sum(x > 0 for x in d), sum(x < 0 for x in d)
-    return (f"Seed {seed}, C against B on the same draws (iterations {common[0]}-{common[-1]}): correct samples "
-            f"{sum(c[i] for i in common)} against {sum(b[i] for i in common)} (C - B = {sum(d):+d}); C ahead in "
-            f"{ahead} iterations, behind in {behind}, equal in {len(d) - ahead - behind}.")
+    return (f"Seed {seed}, {label} against {base} on the same draws (iterations {common[0]}-{common[-1]}): "
+            f"correct samples {sum(c[i] for i in common)} against {sum(b[i] for i in common)} ({label} - {base} = "
+            f"{sum(d):+d}); {label} ahead in {ahead} iterations, behind in {behind}, equal in "
+            f"{len(d) - ahead - behind}.")
+
+
+def speed_only(its):
+    """How much of the updates the speed term alone ordered: the groups with signal whose samples
+    were all correct (their advantages come from speedups, timing noise included), a step's mean, and
+    their mean share of the advantages' absolute sum. None where the trainer did not record it."""
+    steps = [s for m in its for s in m.get("coder", {}).get("steps", []) if "speed_only_share" in s]
+    if not steps:
+        return None
+    n = len(steps)
+    signal = sum(s["groups"] - s["zero_signal_groups"] for s in steps) / n
+    groups = sum(s["speed_only_groups"] for s in steps) / n
+    return (f"groups ordered by speed alone (every sample correct): {groups:.1f} of {signal:.1f} with signal a "
+            f"step, {sum(s['speed_only_share'] for s in steps) / n:.2f} of the advantages' weight")
+
+
+def per_task_learning(d, run, its):
+    """Whether the Coder got better at the tasks it trained on, read from the arm's pool copy
+    (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
+    tasks its replay drew in both halves of its iterations, each task's pass rate over its draws in
+    the first half against the second, at the sampling temperature. A tasks=seen arm draws each of
+    its 40 tasks ~6 times; an arm on the whole pool rarely draws one twice. None without the pool
+    copy or with fewer than 5 such tasks."""
+    pool = d / f"{run.name}.tasks.sqlite"
+    if not pool.exists() or not its:
+        return None
+    db = sqlite3.connect(str(pool))
+    try:
+        rows = db.execute("SELECT task_id, model_version, correct FROM attempts "
+                          "WHERE model_version LIKE 'coder@iter-%'").fetchall()
+    finally:
+        db.close()
+    last = max(m["iteration"] for m in its)
+    half = last // 2
+    draws = {}  # task -> [[correct, samples] in the first half, in the second]
+    for task, version, ok in rows:
+        iteration = int(version.rsplit("-", 1)[1]) + 1  # the samples of iteration i come from coder@iter-(i-1)
+        if iteration > last:
+            continue  # sampled by an iteration interrupted before its metrics were written
+        counts = draws.setdefault(task, [[0, 0], [0, 0]])[iteration > half]
+        counts[0] += ok
+        counts[1] += 1
+    both = [(e[0] / e[1], l[0] / l[1]) for e, l in draws.values() if e[1] and l[1]]
+    if len(both) < 5:
+        return None
+    up, down = sum(l > e for e, l in both), sum(l < e for e, l in both)
+    config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
+    temperature = config.get("coder_phase", {}).get("temperature")
+    return (f"{run.name}, per task on its training draws"
+            f"{f' (temperature {temperature:g})' if temperature is not None else ''}: {len(both)} tasks drawn in "
+            f"both halves of its {last} iterations (1-{half}, {half + 1}-{last}); their mean pass rate "
+            f"{sum(e for e, _ in both) / len(both):.3f} -> {sum(l for _, l in both) / len(both):.3f}; up in {up}, "
+            f"down in {down}, level in {len(both) - up - down} (exact sign test p = {mcnemar(up, down):.2f}).")
 
 
 def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
@@ -383,6 +439,7 @@ def main():
     by_module = [module_followed("arm A", d / "arm-A", tasks)]
     start_invalid = syntax_failures(d / "arm-A")
     seen_lines = []
+    learning_lines = []
     a_seen = outcomes(d / "arm-A-seen")
     for run in sorted(d.glob("arm-[BCD]-seed*")):
         name = RUN_NAME.fullmatch(run.name)
@@ -393,6 +450,7 @@ def main():
         arm, seed = name.group(1) + (f" {name.group(3)}" if name.group(3) else ""), name.group(2)
         correct[(arm, seed)] = correct_by_iteration(its)
         seen_lines.append(seen_against_a(run, a_seen))
+        learning_lines.append(per_task_learning(d, run, its))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its
@@ -411,9 +469,11 @@ def main():
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
         largest = largest_kl(its) if weighed else None
+        speed = speed_only(its)
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
-              f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''} -->")
+              f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}"
+              f"{f'; {speed}' if speed else ''} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
         last_eval = run / "eval" / ("iter-%06d" % last)
@@ -436,7 +496,7 @@ def main():
         f = figures(json.loads(seen.read_text())["overall"])
         print(f"Arm A on {f['n']} of its training tasks (greedy): pass@1 {f['pass1'] or 0:.3f}, "
               f"fast_1 {f['fast1'] or 0:.3f}.")
-    for line in seen_lines:
+    for line in seen_lines + learning_lines:
         if line:
             print(line)
     if baseline is not None:
@@ -457,9 +517,16 @@ def main():
               "named for the operator at each position of its chain; launches; constructor): "
               + "; ".join(line for line in by_module if line) + ".")
     for (arm, seed), c in sorted(correct.items()):
+        if arm[0] != "C":
+            continue
         b = "B" + arm[1:]  # the B of the same variant
-        if arm[0] == "C" and (b, seed) in correct:
-            line = paired(seed if arm == "C" else f"{seed} ({arm[2:]})", c, correct[(b, seed)])
+        if (b, seed) in correct:
+            line = paired(seed, arm, c, b, correct[(b, seed)])
+            if line:
+                print(line)
+        # A variant of C on the same pool against C: what the variant changed on the same draws.
+        if arm != "C" and "tasksseen" not in arm and ("C", seed) in correct:
+            line = paired(seed, arm, c, "C", correct[("C", seed)])
             if line:
                 print(line)
     for arm, seeds in sorted(ends.items()):

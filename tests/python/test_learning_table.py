@@ -4,6 +4,7 @@ operator transitions the corpus teaches, and its pairing of C and B; and scripts
 first line where a completion leaves the taught one."""
 import importlib.util
 import json
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -212,10 +213,59 @@ class LearningTable(unittest.TestCase):
         self.assertIn("arm-C-seed1-lr3e-4 at iteration 3 on 4 seen tasks (greedy): pass@1 0.750, fast_1 0.500; "
                       "against A, task by task: pass +1 -1 (exact McNemar p = 1.00); fast_1 +0 -1 "
                       "(exact McNemar p = 1.00).", lines)
-        self.assertIn("Seed 1 (lr3e-4), C against B on the same draws (iterations 1-3): correct samples 80 against 51 "
-                      "(C - B = +29); C ahead in 1 iterations, behind in 1, equal in 0.", lines)
+        self.assertIn("Seed 1, C lr3e-4 against B lr3e-4 on the same draws (iterations 1-3): correct samples 80 "
+                      "against 51 (C lr3e-4 - B lr3e-4 = +29); C lr3e-4 ahead in 1 iterations, behind in 1, equal "
+                      "in 0.", lines)
         self.assertIn("Arm C lr3e-4 over 1 seed(s): pass@1 mean 0.100 (range 0.100-0.100), fast_1 mean 0.000 "
                       "(range 0.000-0.000).", lines)
+
+    def test_a_variant_against_c_the_speed_only_share_and_per_task_learning_from_the_pool_copy(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            write_arm_a(d, {0, 1}, fast={0})
+            for name, its in (("arm-C-seed1", [iteration(1, 30), iteration(2, 40, evaluated=(1, 0))]),
+                              ("arm-C-seed1-advdr_grpo", [iteration(1, 30), iteration(2, 45, evaluated=(2, 0))]),
+                              ("arm-C-seed1-tasksseen", [iteration(i, 60, evaluated=(2, 0) if i == 4 else None)
+                                                         for i in range(1, 5)])):
+                for m in its:
+                    m["coder"]["steps"][0].update(groups=16, zero_signal_groups=4, speed_only_groups=3,
+                                                  speed_only_share=0.4 if "adv" not in name else 0.01)
+                run = d / name
+                write_jsonl(run / "metrics.jsonl", its)
+                last = its[-1]["iteration"]
+                write_jsonl(run / "eval" / f"iter-{last:06d}" / "verdicts.jsonl", verdicts({0}))
+                (run / "run.json").write_text(json.dumps({"config": {"coder_phase": {"kl_beta": 0.04,
+                                                                                     "temperature": 1.0}}}))
+            # The tasks=seen arm's pool copy: an attempt per sample, coder@iter-K for iteration K + 1. Tasks
+            # 1-5 drawn in iterations 1 and 3 (halves 1-2 and 3-4): 1 and 2 rise, 3 falls, 4 and 5 stay;
+            # task 6 only in the first half; another policy's attempts (probe@...) are not the Coder's.
+            db = sqlite3.connect(str(d / "arm-C-seed1-tasksseen.tasks.sqlite"))
+            db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, task_id INTEGER, model_version TEXT, "
+                       "correct INTEGER)")
+            early = {1: 2, 2: 0, 3: 8, 4: 8, 5: 0, 6: 4}
+            late = {1: 6, 2: 1, 3: 5, 4: 8, 5: 0}
+            for version, counts in (("coder@iter-0", early), ("coder@iter-2", late)):
+                for task, k in counts.items():
+                    db.executemany("INSERT INTO attempts (task_id, model_version, correct) VALUES (?, ?, ?)",
+                                   [(task, version, int(i < k)) for i in range(8)])
+            db.execute("INSERT INTO attempts (task_id, model_version, correct) VALUES (1, 'probe@iter-2', 0)")
+            # Task 6's draw in a fifth iteration, interrupted before its metrics: not counted.
+            db.execute("INSERT INTO attempts (task_id, model_version, correct) VALUES (6, 'coder@iter-4', 1)")
+            db.commit()
+            db.close()
+            out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
+        lines = out.stdout.splitlines()
+        self.assertIn("Seed 1, C advdr_grpo against C on the same draws (iterations 1-2): correct samples 75 against "
+                      "70 (C advdr_grpo - C = +5); C advdr_grpo ahead in 1 iterations, behind in 0, equal in 1.", lines)
+        # Not against C: the tasks=seen arm draws from another pool.
+        self.assertFalse(any(line.startswith("Seed 1, C tasksseen against C") for line in lines), out.stdout)
+        self.assertTrue(any(line.startswith("<!-- arm-C-seed1 held-out completions") and line.endswith(
+            "; groups ordered by speed alone (every sample correct): 3.0 of 12.0 with signal a step, 0.40 of the "
+            "advantages' weight -->") for line in lines), out.stdout)
+        self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
+                      "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
+                      "level in 2 (exact sign test p = 1.00).", lines)
+        self.assertFalse(any(line.startswith("arm-C-seed1,") for line in lines), out.stdout)  # no pool copy
 
     def test_arm_a_against_another_runs_arm_a(self):
         with tempfile.TemporaryDirectory() as tmp:
