@@ -166,10 +166,13 @@ std::string write_train_report(const std::string& dir) {
       << metrics.size() << " finished iteration(s).</p>";
 
     o << "<h2>Training curves</h2>";
-    o << line_chart("Coder",
-                    {series("pass rate", metrics, [](const json& m) { return coder_mean(m, "pass_rate"); }),
-                     series("mean reward", metrics, [](const json& m) { return coder_mean(m, "mean_reward"); }),
-                     series("gate open-rate", metrics, [](const json& m) { return coder_mean(m, "gate_open_rate"); })});
+    o << line_chart(
+        "Coder",
+        {series("pass rate", metrics, [](const json& m) { return coder_mean(m, "pass_rate"); }),
+         series("mean reward", metrics, [](const json& m) { return coder_mean(m, "mean_reward"); }),
+         series("gate open-rate", metrics, [](const json& m) { return coder_mean(m, "gate_open_rate"); }),
+         // The update's share that speedups alone order (docs/RL.md): timing noise under grpo.
+         series("speed-only share", metrics, [](const json& m) { return coder_mean(m, "speed_only_share"); })});
     o << line_chart(
         "Proposer",
         {series("valid share", metrics,

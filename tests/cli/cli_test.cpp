@@ -574,8 +574,10 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     auto rep = run({"report", out}, dir);
     ASSERT_EQ(rep.code, 0) << rep.err;
     std::string html = kz::read_file(out + "/report.html");
-    for (const char* part : {"Training curves", "Capability map", "Stage times", "<svg", "propose"})
+    for (const char* part : {"Training curves", "speed-only share", "Capability map", "Stage times", "<svg", "propose"})
         EXPECT_NE(html.find(part), std::string::npos) << part;
+    // The chart's speed-only series reads what every Coder step records.
+    EXPECT_NE(kz::read_file(out + "/metrics.jsonl").find("\"speed_only_share\":"), std::string::npos);
     EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 
