@@ -174,6 +174,9 @@ arm)
     variant+=-${option//=/}
   done
   [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
+  # lr=0 is the control: the SFT Coder sampled and verified on the arms' draws, never updated. Its
+  # held-out evaluation is arm A's, so it is evaluated at its end only.
+  [[ $lr =~ ^[0.]+$ ]] && every=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }

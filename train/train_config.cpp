@@ -144,7 +144,8 @@ const auto policy_fields = [](auto& p, auto& v) {
     v("lora_targets", p.lora_targets);
     v("lora_compute", p.lora_compute, OneOf{{"adapter", "base"}});
     v("recompute", p.recompute);
-    v("lr", p.lr, Positive{});
+    // 0: the policy samples and is scored but never moves (a control for the runs that update).
+    v("lr", p.lr, AtLeast{0});
     v("weight_decay", p.weight_decay);
     v("max_grad_norm", p.max_grad_norm);
     v("warmup_steps", p.warmup_steps, AtLeast{0});

@@ -8,9 +8,11 @@ tasks against A's (where the seen stage ran it), each arm's last evaluation agai
 (exact McNemar), the held-out tasks correct
 by how many of their operator transitions the corpus teaches (with the corpus under LEARN_DIR), the
 held-out verdicts of A and of each arm's last evaluation by status, how closely their completions
-follow the module (the operators' kernels, launches, the constructor), C against B on the same training
-draws at each seed both ran, and each arm's mean and range over its seeds at the end (the seed
-spread).
+follow the module (the operators' kernels, launches, the constructor), each arm's tasks by their pass
+rates in the first and the second half of its iterations (where its pool copy is there), C against B,
+each variant of C against C and every arm against the control (C lr0: the SFT Coder sampled on the
+same draws, never updated) on the same training draws at each seed both ran, and each arm's mean and
+range over its seeds at the end (the seed spread).
 
 With a second directory, BASELINE_DIR (another run's, of the same held-out tasks: another SFT, or a
 corpus of the same seed from another generator), arm A is also compared with its arm A task by task.
@@ -304,6 +306,8 @@ def correct_by_iteration(its):
 
 
 RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
+# The control arm (lr=0): the SFT Coder sampled and verified on the arms' draws, never updated.
+CONTROL = "C lr0"
 
 
 def largest_kl(its):
@@ -525,10 +529,18 @@ def main():
             if line:
                 print(line)
         # A variant of C on the same pool against C: what the variant changed on the same draws.
-        if arm != "C" and "tasksseen" not in arm and ("C", seed) in correct:
+        if arm not in ("C", CONTROL) and "tasksseen" not in arm and ("C", seed) in correct:
             line = paired(seed, arm, c, "C", correct[("C", seed)])
             if line:
                 print(line)
+    # Every arm on the pool against the control at its seed: above it, the updates raised the pass
+    # rate on the draws they were made for; the sharpest test of learning the runs hold.
+    for (arm, seed), c in sorted(correct.items()):
+        if arm[0] == "D" or arm == CONTROL or "tasksseen" in arm or (CONTROL, seed) not in correct:
+            continue
+        line = paired(seed, arm, c, CONTROL, correct[(CONTROL, seed)])
+        if line:
+            print(line)
     for arm, seeds in sorted(ends.items()):
         p, f = [s[0] for s in seeds], [s[1] for s in seeds]
         print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"

@@ -762,6 +762,9 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto warmup = run({"train", "--config", write("w.toml", "[coder]\ntokenizer = \"x\"\nwarmup_steps = -1\n")}, dir);
     EXPECT_EQ(warmup.code, 2);
     EXPECT_NE(warmup.err.find("'coder.warmup_steps' must be >= 0"), std::string::npos) << warmup.err;
+    auto lr = run({"train", "--config", write("l.toml", "[coder]\ntokenizer = \"x\"\nlr = -1e-4\n")}, dir);
+    EXPECT_EQ(lr.code, 2);
+    EXPECT_NE(lr.err.find("'coder.lr' must be >= 0"), std::string::npos) << lr.err;
     auto estimator = run(
         {"train", "--config", write("g.toml", "[coder]\ntokenizer = \"x\"\n[coder_phase]\nkl_estimator = \"k2\"\n")},
         dir);

@@ -116,4 +116,23 @@ TEST(PolicyOptimizer, WarmUpRaisesTheLrLinearlyAcrossAResume) {
     for (double m : moves(plain, r, 2)) EXPECT_NEAR(m, 1e-2, 1e-7);
 }
 
+TEST(PolicyOptimizer, ALrOfZeroLeavesEveryParameterAsItWas) {
+    // A control run's policy (lr = 0) samples as its start does after any number of steps, weight
+    // decay and a bf16 parameter's fp32 master included.
+    kz::OptimConfig oc;
+    oc.lr = 0, oc.weight_decay = 0.1;
+    auto p = torch::randn({4}, torch::kFloat32).requires_grad_(true);
+    auto b = torch::randn({4}, torch::kFloat32).to(torch::kBFloat16).requires_grad_(true);
+    const auto p0 = p.detach().clone(), b0 = b.detach().clone();
+    kz::PolicyOptimizer opt({{"p", p}, {"b", b}}, oc);
+    for (int k = 0; k < 3; ++k) {
+        p.mutable_grad() = torch::ones_like(p);
+        b.mutable_grad() = torch::ones_like(b);
+        opt.step();
+    }
+    EXPECT_TRUE(torch::equal(p.detach(), p0));
+    EXPECT_TRUE(torch::equal(b.detach(), b0));
+    EXPECT_EQ(opt.steps(), 3);
+}
+
 }  // namespace

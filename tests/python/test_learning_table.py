@@ -219,12 +219,13 @@ class LearningTable(unittest.TestCase):
         self.assertIn("Arm C lr3e-4 over 1 seed(s): pass@1 mean 0.100 (range 0.100-0.100), fast_1 mean 0.000 "
                       "(range 0.000-0.000).", lines)
 
-    def test_a_variant_against_c_the_speed_only_share_and_per_task_learning_from_the_pool_copy(self):
+    def test_variants_against_c_and_the_control_the_speed_only_share_and_per_task_learning(self):
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
             write_arm_a(d, {0, 1}, fast={0})
             for name, its in (("arm-C-seed1", [iteration(1, 30), iteration(2, 40, evaluated=(1, 0))]),
                               ("arm-C-seed1-advdr_grpo", [iteration(1, 30), iteration(2, 45, evaluated=(2, 0))]),
+                              ("arm-C-seed1-lr0", [iteration(1, 30), iteration(2, 38, evaluated=(2, 1))]),
                               ("arm-C-seed1-tasksseen", [iteration(i, 60, evaluated=(2, 0) if i == 4 else None)
                                                          for i in range(1, 5)])):
                 for m in its:
@@ -257,7 +258,14 @@ class LearningTable(unittest.TestCase):
         lines = out.stdout.splitlines()
         self.assertIn("Seed 1, C advdr_grpo against C on the same draws (iterations 1-2): correct samples 75 against "
                       "70 (C advdr_grpo - C = +5); C advdr_grpo ahead in 1 iterations, behind in 0, equal in 1.", lines)
-        # Not against C: the tasks=seen arm draws from another pool.
+        # Every arm on the pool against the control (lr=0), which is not itself a variant against C.
+        self.assertIn("Seed 1, C against C lr0 on the same draws (iterations 1-2): correct samples 70 against 68 "
+                      "(C - C lr0 = +2); C ahead in 1 iterations, behind in 0, equal in 1.", lines)
+        self.assertIn("Seed 1, C advdr_grpo against C lr0 on the same draws (iterations 1-2): correct samples 75 "
+                      "against 68 (C advdr_grpo - C lr0 = +7); C advdr_grpo ahead in 1 iterations, behind in 0, "
+                      "equal in 1.", lines)
+        self.assertFalse(any(line.startswith("Seed 1, C lr0 against") for line in lines), out.stdout)
+        # Not against C or the control: the tasks=seen arm draws from another pool.
         self.assertFalse(any(line.startswith("Seed 1, C tasksseen against C") for line in lines), out.stdout)
         self.assertTrue(any(line.startswith("<!-- arm-C-seed1 held-out completions") and line.endswith(
             "; groups ordered by speed alone (every sample correct): 3.0 of 12.0 with signal a step, 0.40 of the "
