@@ -14,11 +14,12 @@
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
 #   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
-#                                                   Coder's lr, its lr's warm-up over N AdamW steps,
-#                                                   its sampling temperature in the Coder steps, the
-#                                                   KL's estimator, or only the seen
-#                                                   stage's 40 tasks to train on (does RL raise what
-#                                                   it trains on?)
+#                                                   Coder's lr (lr=0: the control, never updated), its
+#                                                   lr's warm-up over N AdamW steps, its sampling
+#                                                   temperature in the Coder steps, the KL's estimator,
+#                                                   the advantage (dr_grpo: no std division), or only
+#                                                   the seen stage's 40 tasks to train on (does RL
+#                                                   raise what it trains on?)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -160,6 +161,7 @@ arm)
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
   lr=1e-3 warmup=0 temp=1.0 kl=k3 adv=grpo tasks=pool every=8 variant=
+  at_end=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)  # every = this: evaluated at the end only
   for option in "${@:4}"; do
     case $option in
     lr=?*) lr=${option#lr=} ;;
@@ -168,7 +170,7 @@ arm)
     kl=k3_clamped) kl=k3_clamped ;;
     adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations).
-    tasks=seen) tasks=seen every=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml) ;;
+    tasks=seen) tasks=seen every=$at_end ;;
     *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
@@ -176,7 +178,7 @@ arm)
   [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
   # lr=0 is the control: the SFT Coder sampled and verified on the arms' draws, never updated. Its
   # held-out evaluation is arm A's, so it is evaluated at its end only.
-  [[ $lr =~ ^[0.]+$ ]] && every=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)
+  [[ $lr =~ ^[0.]+$ ]] && every=$at_end
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }

@@ -368,7 +368,7 @@ def speed_only(its):
             f"step, {sum(s['speed_only_share'] for s in steps) / n:.2f} of the advantages' weight")
 
 
-def per_task_learning(d, run, its):
+def per_task_learning(d, run, its, config):
     """Whether the Coder got better at the tasks it trained on, read from the arm's pool copy
     (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
     tasks its replay drew in both halves of its iterations, each task's pass rate over its draws in
@@ -398,7 +398,6 @@ def per_task_learning(d, run, its):
     if len(both) < 5:
         return None
     up, down = sum(l > e for e, l in both), sum(l < e for e, l in both)
-    config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
     temperature = config.get("coder_phase", {}).get("temperature")
     return (f"{run.name}, per task on its training draws"
             f"{f' (temperature {temperature:g})' if temperature is not None else ''}: {len(both)} tasks drawn in "
@@ -454,7 +453,8 @@ def main():
         arm, seed = name.group(1) + (f" {name.group(3)}" if name.group(3) else ""), name.group(2)
         correct[(arm, seed)] = correct_by_iteration(its)
         seen_lines.append(seen_against_a(run, a_seen))
-        learning_lines.append(per_task_learning(d, run, its))
+        config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
+        learning_lines.append(per_task_learning(d, run, its, config))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its
@@ -469,7 +469,6 @@ def main():
         invalid = ", ".join(f"{m['iteration']}: {syntax_failures(run / 'eval' / ('iter-%06d' % m['iteration']))}"
                             for m in its if "eval" in m)
         # The trainer computes the KL only where it weighs it (coder_phase.kl_beta > 0).
-        config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
         largest = largest_kl(its) if weighed else None
