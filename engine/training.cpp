@@ -64,9 +64,11 @@ struct ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
 
 }  // namespace
 
-torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk, ScoredRows rows) {
+torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk, ScoredRows rows,
+                                double temperature) {
     const int64_t B = batch.ids.size(0), T = batch.ids.size(1);
     if (T < 2) throw std::runtime_error("sequences need at least 2 tokens");
+    if (!(temperature > 0)) throw std::runtime_error("log-probs need a temperature above 0");
     // Right padding only: a real token after padding would be attended to by nothing and see padding.
     auto v = batch.valid.to(torch::kCPU, torch::kInt64);
     if (v.slice(1, 1, T).gt(v.slice(1, 0, T - 1)).any().item<bool>())
@@ -77,6 +79,8 @@ torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int
     auto positions = (valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);  // (B, T)
     auto hidden = model.forward(batch.ids.to(model.device()), positions);
     auto h = hidden.slice(1, 0, T - 1).reshape({B * (T - 1), hidden.size(2)});  // (N, C)
+    // The logits are linear in h: (h / t) W^T = (h W^T) / t.
+    if (temperature != 1.0) h = h / temperature;
     auto targets = batch.ids.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)});
     if (rows == ScoredRows::all) return chunked_logprobs(h, model.lm_head(), targets, chunk).view({B, T - 1});
     auto scored = batch.weights.to(model.device()).slice(1, 1, T).reshape({B * (T - 1)}).ne(0).nonzero().squeeze(1);
@@ -96,9 +100,9 @@ torch::Tensor weighted_nll(const torch::Tensor& logprobs, const TrainBatch& batc
 }
 
 double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation,
-                  int64_t chunk, ScoredRows rows) {
+                  int64_t chunk, ScoredRows rows, double temperature) {
     if (accumulation < 1) throw std::runtime_error("gradient accumulation must be >= 1");
-    auto loss = loss_fn(sequence_logprobs(model, batch, chunk, rows), batch);
+    auto loss = loss_fn(sequence_logprobs(model, batch, chunk, rows, temperature), batch);
     (loss / static_cast<double>(accumulation)).backward();
     return loss.item<double>();
 }

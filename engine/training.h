@@ -27,8 +27,10 @@ enum class ScoredRows {
 
 // log p(ids[b, t] | ids[b, < t]) for every t >= 1: (B, T-1) fp32, differentiable in the trainable
 // parameters. Logits are computed `chunk` positions at a time and recomputed in the backward pass.
+// p is softmax(logits / temperature): the distribution a policy sampled at that temperature drew
+// from (Sampled::logprobs), so that RL trains the policy it samples. Throws for temperature <= 0.
 torch::Tensor sequence_logprobs(const Model& model, const TrainBatch& batch, int64_t chunk = 1024,
-                                ScoredRows rows = ScoredRows::all);
+                                ScoredRows rows = ScoredRows::all, double temperature = 1.0);
 
 // log_softmax(hidden W^T)[target] per row, `chunk` rows at a time, the backward recomputing each
 // chunk's logits: hidden (N, C), weight (V, C), targets (N) int64 -> (N) fp32. Differentiable in
@@ -85,6 +87,6 @@ std::vector<std::pair<std::string, torch::Tensor>> full_parameters(Model& model)
 // Forward + backward of one micro-batch: loss_fn(sequence_logprobs) / accumulation, so that N
 // micro-batches followed by PolicyOptimizer::step() equal one batch of N times the size.
 double accumulate(const Model& model, const TrainBatch& batch, const LossFn& loss_fn, int64_t accumulation = 1,
-                  int64_t chunk = 1024, ScoredRows rows = ScoredRows::all);
+                  int64_t chunk = 1024, ScoredRows rows = ScoredRows::all, double temperature = 1.0);
 
 }  // namespace kz

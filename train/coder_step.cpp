@@ -22,6 +22,10 @@ struct Packed {
     TrainBatch batch;
     torch::Tensor mask;        // (B, T-1) fp32
     torch::Tensor advantages;  // (B) fp32
+    // The sampler's log-prob of each completion token, where the mask is 1 and the row carries one
+    // per token (a row without them has sampled = 0 throughout).
+    torch::Tensor sampler;  // (B, T-1) fp32
+    torch::Tensor sampled;  // (B, T-1) fp32
 };
 
 Packed pack(const std::vector<const Rollout*>& rows, const std::vector<std::vector<int64_t>>& prompts,
@@ -34,20 +38,29 @@ Packed pack(const std::vector<const Rollout*>& rows, const std::vector<std::vect
     auto valid = torch::zeros({B, T}, torch::kBool);
     auto mask = torch::zeros({B, T - 1}, torch::kFloat32);
     auto adv = torch::zeros({B}, torch::kFloat32);
+    auto sampler = torch::zeros({B, T - 1}, torch::kFloat32);
+    auto sampled = torch::zeros({B, T - 1}, torch::kFloat32);
     for (int64_t b = 0; b < B; ++b) {
         const auto& p = prompts[rows[b]->task];
         const auto& c = rows[b]->completion_ids;
+        const auto& lp = rows[b]->sampler_logprobs;
         const auto P = static_cast<int64_t>(p.size()), L = static_cast<int64_t>(c.size());
         for (int64_t t = 0; t < P; ++t) ids[b][t] = p[t];
         for (int64_t t = 0; t < L; ++t) ids[b][P + t] = c[t];
         valid[b].slice(0, 0, P + L).fill_(true);
         mask[b].slice(0, P - 1, P + L - 1).fill_(1.0);
         adv[b] = rows[b]->advantage;
+        if (lp.size() == c.size()) {
+            sampler[b].slice(0, P - 1, P + L - 1).copy_(torch::tensor(lp, torch::kFloat32));
+            sampled[b].slice(0, P - 1, P + L - 1).fill_(1.0);
+        }
     }
     Packed out;
     out.batch = {ids.to(device), valid.to(device), torch::cat({torch::zeros({B, 1}), mask}, 1).to(device)};
     out.mask = mask.to(device);
     out.advantages = adv.to(device);
+    out.sampler = sampler.to(device);
+    out.sampled = sampled.to(device);
     return out;
 }
 
@@ -152,17 +165,24 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
     }
     // The old (and reference) log-probs of every row, before the first update: later mini-batches'
     // ratios then measure how far the earlier updates moved the policy, and the clip bounds it.
+    // Scored at the sampling temperature: the policy the samples came from (sequence_logprobs).
     std::vector<torch::Tensor> old_lp, ref_lp;
-    std::vector<double> tokens;  // counted tokens per micro-batch
+    std::vector<double> tokens;                       // counted tokens per micro-batch
+    double gap_sum = 0, gap_tokens = 0, gap_max = 0;  // |old - sampler| over the tokens the sampler scored
     {
         torch::NoGradGuard no_grad;
         for (auto& mb : mbs) {
-            old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+            old_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk, ScoredRows::all, cfg.temperature));
             tokens.push_back(mb.mask.sum().item<double>());
+            auto gap = (old_lp.back() - mb.sampler).abs() * mb.sampled;  // (B, T-1)
+            gap_sum += gap.sum().item<double>();
+            gap_tokens += mb.sampled.sum().item<double>();
+            if (gap.numel() > 0) gap_max = std::max(gap_max, gap.max().item<double>());
             if (cfg.loss.kl_beta > 0) {
                 const bool was = policy.lora_enabled;
                 policy.lora_enabled = false;
-                ref_lp.push_back(sequence_logprobs(policy, mb.batch, cfg.logprob_chunk));
+                ref_lp.push_back(
+                    sequence_logprobs(policy, mb.batch, cfg.logprob_chunk, ScoredRows::all, cfg.temperature));
                 policy.lora_enabled = was;
             }
         }
@@ -188,7 +208,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
                                        mbs[i].mask, cfg.loss, &ls) *
                            share;
                 };
-                accumulate(policy, mbs[i].batch, fn, 1, cfg.logprob_chunk);
+                accumulate(policy, mbs[i].batch, fn, 1, cfg.logprob_chunk, ScoredRows::all, cfg.temperature);
                 st.loss += ls.loss * weight;
                 st.policy += ls.policy * weight;
                 st.kl += ls.kl * weight;
@@ -202,18 +222,23 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
         st.grad_norm /= static_cast<double>(st.updates);
         if (dp) {
             std::vector<torch::Tensor> s = {
-                torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction}, torch::kFloat64).to(dp->device())};
+                torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction, gap_sum, gap_tokens}, torch::kFloat64)
+                    .to(dp->device())};
             dp->all_reduce_sum(s);
             auto v = s[0].cpu();
             st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),
-            st.clip_fraction = v[3].item<double>();
-            // The ranks' largest, each in its own slot of a sum.
-            std::vector<torch::Tensor> peaks = {torch::zeros({dp->world()}, torch::kFloat64)};
-            peaks[0][dp->rank()] = st.kl_max;
+            st.clip_fraction = v[3].item<double>(), gap_sum = v[4].item<double>(), gap_tokens = v[5].item<double>();
+            // The ranks' largest, each in its own row of a sum.
+            std::vector<torch::Tensor> peaks = {torch::zeros({dp->world(), 2}, torch::kFloat64)};
+            peaks[0][dp->rank()][0] = st.kl_max;
+            peaks[0][dp->rank()][1] = gap_max;
             peaks[0] = peaks[0].to(dp->device());
             dp->all_reduce_sum(peaks);
-            st.kl_max = peaks[0].max().item<double>();
+            auto top = std::get<0>(peaks[0].max(0)).cpu();
+            st.kl_max = top[0].item<double>(), gap_max = top[1].item<double>();
         }
+        st.logprob_gap = gap_tokens > 0 ? gap_sum / gap_tokens : 0.0;
+        st.logprob_gap_max = gap_max;
         st.loss_tokens = static_cast<int64_t>(batch_tokens);
         st.updated = true;
     }

@@ -2,8 +2,9 @@
 // from the policy, each judged (in the trainer: candidate extraction and the verifier), rewards and
 // group-relative advantages (rl/rewards.h), then one policy update with the clipped surrogate over
 // the completion tokens (rl/policy_loss.h). The "old" log-probs are recomputed by the policy before
-// the update (no grad), so the ratio starts at 1 whatever the sampling temperature; the reference
-// policy (for the KL term) is the same model with its LoRA adapters disabled.
+// the update (no grad), at the sampling temperature (the update trains the distribution the samples
+// came from), so the ratio starts at 1; the reference policy (for the KL term) is the same model with
+// its LoRA adapters disabled, scored at the same temperature.
 //
 // The step's three parts are separate so that the trainer can record rollouts between judging and
 // updating, replay recorded rollouts after a crash instead of sampling them again, and train the
@@ -63,6 +64,11 @@ struct CoderStepStats {
     // the absolute advantages of the loss's rows: how much of the update only the speed term orders.
     int64_t speed_only_groups = 0;
     double speed_only_share = 0;
+    // How far the update's log-probs of the sampled tokens are from the sampler's own (mean and
+    // largest |difference| over the loss's tokens, before the first update): two computations of one
+    // distribution (the decoder's KV-cache path, the trainer's full forward), apart only by rounding
+    // unless the trainer scores other tokens, positions or a temperature than the sampler drew with.
+    double logprob_gap = 0, logprob_gap_max = 0;
     double generate_s = 0, judge_s = 0, update_s = 0;
     bool updated = false;  // false when no completion carried a signal (no optimizer step taken)
 };

@@ -74,6 +74,8 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
                          {"kl_max", st.kl_max},
                          {"speed_only_groups", st.speed_only_groups},
                          {"speed_only_share", st.speed_only_share},
+                         {"logprob_gap", st.logprob_gap},
+                         {"logprob_gap_max", st.logprob_gap_max},
                          {"clip_fraction", st.clip_fraction},
                          {"grad_norm", st.grad_norm},
                          {"loss_tokens", st.loss_tokens},

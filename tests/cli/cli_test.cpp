@@ -576,8 +576,11 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     std::string html = kz::read_file(out + "/report.html");
     for (const char* part : {"Training curves", "speed-only share", "Capability map", "Stage times", "<svg", "propose"})
         EXPECT_NE(html.find(part), std::string::npos) << part;
-    // The chart's speed-only series reads what every Coder step records.
-    EXPECT_NE(kz::read_file(out + "/metrics.jsonl").find("\"speed_only_share\":"), std::string::npos);
+    // The chart's speed-only series reads what every Coder step records, as the learning table reads
+    // the log-prob gap.
+    const std::string metrics = kz::read_file(out + "/metrics.jsonl");
+    for (const char* key : {"\"speed_only_share\":", "\"logprob_gap\":", "\"logprob_gap_max\":"})
+        EXPECT_NE(metrics.find(key), std::string::npos) << key;
     EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 

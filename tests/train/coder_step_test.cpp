@@ -168,6 +168,40 @@ TEST(CoderStep, TheUpdateRaisesRewardedAndLowersPenalisedCompletions) {
     EXPECT_GT(down, neg / 2) << down << " of " << neg << " penalised completions lost probability";
 }
 
+TEST(CoderStep, TheUpdateScoresTheSampledTokensAtTheSamplingTemperature) {
+    // The sampler's log-probs and the update's old log-probs are two computations of one
+    // distribution: at any temperature they agree to rounding. Scored at another temperature than
+    // the samples were drawn at, the gap shows it.
+    Fixture f;
+    kz::PolicyOptimizer opt = updating_optimizer(f);
+    kz::CoderRewards rewards({});
+    kz::CoderStepConfig cfg = two_token_groups();
+    cfg.max_new_tokens = 4;
+    cfg.temperature = 0.7;
+    std::vector<kz::Rollout> rollouts;
+    auto st = kz::coder_step(f.model, opt, f.tok, f.prompts, {}, ascii_judge(), rewards, cfg, &rollouts);
+    ASSERT_TRUE(st.updated);
+    EXPECT_LT(st.logprob_gap, 1e-5);
+    EXPECT_LT(st.logprob_gap_max, 1e-4);
+    EXPECT_LE(st.logprob_gap, st.logprob_gap_max);
+
+    cfg.seed = 1;
+    rollouts = kz::sample_rollouts(f.model, f.tok, f.prompts, {}, cfg);
+    for (auto& r : rollouts) r.outcome.correct = Fixture::ascii_start(r.text);
+    kz::CoderStepStats scored;
+    kz::score_rollouts(rollouts, f.prompts.size(), rewards, cfg, scored);
+    kz::CoderStepConfig untempered = cfg;
+    untempered.temperature = 1.0;
+    kz::update_policy(f.model, opt, f.prompts, rollouts, untempered, scored);
+    ASSERT_TRUE(scored.updated);
+    EXPECT_GT(scored.logprob_gap, 1e-2) << "log-probs at temperature 1 of samples drawn at 0.7";
+    // A row whose sampler log-probs are missing (a record without them) is left out of the gap.
+    for (auto& r : rollouts) r.sampler_logprobs.clear();
+    kz::CoderStepStats none;
+    kz::update_policy(f.model, opt, f.prompts, rollouts, cfg, none);
+    EXPECT_EQ(none.logprob_gap, 0.0);
+}
+
 TEST(CoderStep, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
     // LoRA's B starts at zero, so the first step's policy is its reference (KL 0); once the update
     // moves B, the next step's policy and reference differ. A reference that followed the policy
