@@ -12,14 +12,15 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr (lr=0: the control, never updated), its
 #                                                   lr's warm-up over N AdamW steps, its sampling
 #                                                   temperature in the Coder steps, the KL's estimator,
 #                                                   the advantage (dr_grpo: no std division), or only
 #                                                   the seen stage's 40 tasks to train on (does RL
-#                                                   raise what it trains on?)
+#                                                   raise what it trains on?), or the first N of them
+#                                                   (seen16: each drawn in every iteration)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -41,7 +42,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -169,9 +170,10 @@ arm)
     temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
     adv=dr_grpo) adv=dr_grpo ;;
-    # Evaluated on held-out tasks at its end only (every = the template's iterations).
-    tasks=seen) tasks=seen every=$at_end ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen)" >&2; exit 2 ;;
+    # Evaluated on held-out tasks at its end only (every = the template's iterations). seenN: the
+    # first N of them, so that an iteration's tasks_per_step draws each of them (N <= 16) every time.
+    tasks=seen | tasks=seen[1-9]*) tasks=${option#tasks=} every=$at_end ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
@@ -179,21 +181,33 @@ arm)
   # lr=0 is the control: the SFT Coder sampled and verified on the arms' draws, never updated. Its
   # held-out evaluation is arm A's, so it is evaluated at its end only.
   [[ $lr =~ ^[0.]+$ ]] && every=$at_end
+  [[ $tasks =~ ^(pool|seen|seen[1-9][0-9]*)$ ]] || { echo "tasks=$tasks is not seen or seenN (N a whole number above 0)" >&2; exit 2; }
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
+  if [[ $tasks == seen?* ]]; then
+    seen_tasks
+    mapfile -t first < <(find "$DIR/seen-tasks" -maxdepth 1 -name 'task_*.py' | sort | head -n "${tasks#seen}")
+    (( ${#first[@]} == ${tasks#seen} )) || { echo "tasks=$tasks: the seen stage has ${#first[@]} tasks" >&2; exit 2; }
+  fi
   run=$DIR/arm-$arm-seed$seed$variant
   same_coder "$run"
   # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
   # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
   # not carried with the corpus).
   if [[ ! -f $run.tasks.sqlite ]]; then
-    if [[ $tasks == seen ]]; then
+    if [[ $tasks == seen* ]]; then
       seen_tasks
+      from=$DIR/seen-tasks
+      if [[ $tasks != seen ]]; then
+        from=$run.tasks.tmp
+        rm -rf "$from" && mkdir -p "$from" && cp -t "$from" "${first[@]}"
+      fi
       rm -f "$run.tasks.tmp.sqlite"*
-      "$BIN" tasks import --store "$run.tasks.tmp.sqlite" "$DIR/seen-tasks" --origin corpus --device "$DEV" \
+      "$BIN" tasks import --store "$run.tasks.tmp.sqlite" "$from" --origin corpus --device "$DEV" \
         --workers "${KZ_LEARN_LANES:-12}"
       mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
+      rm -rf "$run.tasks.tmp"
     else
       cp "$DIR/pool.sqlite" "$run.tasks.tmp.sqlite" && mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
     fi

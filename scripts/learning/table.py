@@ -368,6 +368,17 @@ def speed_only(its):
             f"step, {sum(s['speed_only_share'] for s in steps) / n:.2f} of the advantages' weight")
 
 
+def logprob_gap(its):
+    """How far the update's log-probs of the sampled tokens were from the sampler's: the steps' mean
+    gap and the largest token's. Rounding (bf16) unless the trainer scores what the sampler did not
+    draw (docs/RL.md). None where the trainer did not record it."""
+    steps = [s for m in its for s in m.get("coder", {}).get("steps", []) if "logprob_gap" in s]
+    if not steps:
+        return None
+    return (f"sampler-trainer log-prob gap: mean {sum(s['logprob_gap'] for s in steps) / len(steps):.1e}, "
+            f"largest {max(s['logprob_gap_max'] for s in steps):.1e}")
+
+
 def per_task_learning(d, run, its, config):
     """Whether the Coder got better at the tasks it trained on, read from the arm's pool copy
     (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
@@ -472,11 +483,10 @@ def main():
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
         largest = largest_kl(its) if weighed else None
-        speed = speed_only(its)
+        notes = "".join(f"; {note}" for note in (speed_only(its), logprob_gap(its)) if note)
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
-              f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}"
-              f"{f'; {speed}' if speed else ''} -->")
+              f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}{notes} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]
         last_eval = run / "eval" / ("iter-%06d" % last)

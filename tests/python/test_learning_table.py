@@ -231,6 +231,9 @@ class LearningTable(unittest.TestCase):
                 for m in its:
                     m["coder"]["steps"][0].update(groups=16, zero_signal_groups=4, speed_only_groups=3,
                                                   speed_only_share=0.4 if "adv" not in name else 0.01)
+                    if "adv" in name:
+                        m["coder"]["steps"][0].update(logprob_gap=0.002 * m["iteration"],
+                                                      logprob_gap_max=0.5 * m["iteration"])
                 run = d / name
                 write_jsonl(run / "metrics.jsonl", its)
                 last = its[-1]["iteration"]
@@ -270,6 +273,9 @@ class LearningTable(unittest.TestCase):
         self.assertTrue(any(line.startswith("<!-- arm-C-seed1 held-out completions") and line.endswith(
             "; groups ordered by speed alone (every sample correct): 3.0 of 12.0 with signal a step, 0.40 of the "
             "advantages' weight -->") for line in lines), out.stdout)
+        self.assertTrue(any(line.startswith("<!-- arm-C-seed1-advdr_grpo held-out completions") and line.endswith(
+            "0.01 of the advantages' weight; sampler-trainer log-prob gap: mean 3.0e-03, largest 1.0e+00 -->")
+            for line in lines), out.stdout)
         self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
                       "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)
