@@ -158,7 +158,7 @@ const auto propose_fields = [](auto& p, auto& v) {
     v("samples_per_set", p.samples_per_set, AtLeast{1});
     v("probe_samples", p.probe_samples, AtLeast{1});
     v("max_new_tokens", p.max_new_tokens, AtLeast{1});
-    v("temperature", p.temperature);
+    v("temperature", p.temperature, Positive{});  // the update scores its samples at this temperature
     v("top_p", p.top_p);
     v("levels", p.levels);
     v("target", p.target, Between{0, 1, true});
@@ -177,7 +177,7 @@ const auto coder_phase_fields = [](auto& p, auto& v) {
     v("tasks_per_step", p.tasks_per_step, AtLeast{1});
     v("group_size", p.group_size, AtLeast{2, "advantages are group-relative"});
     v("max_new_tokens", p.max_new_tokens, AtLeast{1});
-    v("temperature", p.temperature);
+    v("temperature", p.temperature, Positive{});  // the update scores its samples at this temperature
     v("top_p", p.top_p);
     v("replay", p.replay, AtLeast{0});
     v("micro_batch", p.micro_batch, AtLeast{1});

@@ -768,6 +768,13 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
     auto lr = run({"train", "--config", write("l.toml", "[coder]\ntokenizer = \"x\"\nlr = -1e-4\n")}, dir);
     EXPECT_EQ(lr.code, 2);
     EXPECT_NE(lr.err.find("'coder.lr' must be >= 0"), std::string::npos) << lr.err;
+    // Greedy RL samples: a group would be one completion, and the update scores at this temperature.
+    for (const std::string section : {"coder_phase", "propose"}) {
+        const std::string toml = "[coder]\ntokenizer = \"x\"\n[" + section + "]\ntemperature = 0\n";
+        auto greedy = run({"train", "--config", write("t.toml", toml)}, dir);
+        EXPECT_EQ(greedy.code, 2);
+        EXPECT_NE(greedy.err.find(section + ".temperature' must be > 0"), std::string::npos) << greedy.err;
+    }
     auto estimator = run(
         {"train", "--config", write("g.toml", "[coder]\ntokenizer = \"x\"\n[coder_phase]\nkl_estimator = \"k2\"\n")},
         dir);
