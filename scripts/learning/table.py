@@ -379,6 +379,27 @@ def logprob_gap(its):
             f"largest {max(s['logprob_gap_max'] for s in steps):.1e}")
 
 
+def seen_curve(run, its, config):
+    """A tasks=seen arm's training pass rate by iteration. For tasks=seenN with N <= tasks_per_step
+    every iteration samples the same N tasks, so the curve is a learning curve on fixed tasks; with
+    more (the 40 seen tasks) each iteration draws tasks_per_step of them. None for an arm on the pool."""
+    variant = RUN_NAME.fullmatch(run.name).group(3) or ""
+    kind = re.search(r"(?:^|-)tasksseen(\d*)(?:-|$)", variant)
+    if not kind:
+        return None
+    rates = []
+    for m in its:
+        steps = [s for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s]
+        if steps:
+            rates.append(f"{sum(s['pass_rate'] for s in steps) / len(steps):.2f}")
+    if not rates:
+        return None
+    per_step = config.get("coder_phase", {}).get("tasks_per_step", 16)
+    n = int(kind.group(1)) if kind.group(1) else None
+    tasks = f"its {n} tasks each time" if n and n <= per_step else f"{per_step} of its {n or 'seen'} tasks each time"
+    return f"{run.name}, training pass rate by iteration ({tasks}): {', '.join(rates)}."
+
+
 def per_task_learning(d, run, its, config):
     """Whether the Coder got better at the tasks it trained on, read from the arm's pool copy
     (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
@@ -465,6 +486,7 @@ def main():
         correct[(arm, seed)] = correct_by_iteration(its)
         seen_lines.append(seen_against_a(run, a_seen))
         config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
+        learning_lines.append(seen_curve(run, its, config))
         learning_lines.append(per_task_learning(d, run, its, config))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)

@@ -280,6 +280,22 @@ class LearningTable(unittest.TestCase):
                       "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)
         self.assertFalse(any(line.startswith("arm-C-seed1,") for line in lines), out.stdout)  # no pool copy
+        self.assertIn("arm-C-seed1-tasksseen, training pass rate by iteration (16 of its seen tasks each time): "
+                      "0.47, 0.47, 0.47, 0.47.", lines)
+        self.assertFalse(any("advdr_grpo, training pass rate" in line for line in lines), out.stdout)
+
+    def test_a_seen_n_arms_curve_is_on_its_fixed_tasks(self):
+        t = load_script("table")
+        its = [iteration(1, 30), iteration(2, 40)]
+        config = {"coder_phase": {"tasks_per_step": 16}}
+        self.assertEqual(t.seen_curve(Path("arm-C-seed1-tasksseen16-advdr_grpo-temp0.7"), its, config),
+                         "arm-C-seed1-tasksseen16-advdr_grpo-temp0.7, training pass rate by iteration (its 16 tasks "
+                         "each time): 0.23, 0.31.")
+        self.assertEqual(t.seen_curve(Path("arm-C-seed1-tasksseen20"), its, config),
+                         "arm-C-seed1-tasksseen20, training pass rate by iteration (16 of its 20 tasks each time): "
+                         "0.23, 0.31.")
+        self.assertIsNone(t.seen_curve(Path("arm-C-seed1-advdr_grpo"), its, config))
+        self.assertIsNone(t.seen_curve(Path("arm-C-seed1-tasksseenish"), its, config))
 
     def test_arm_a_against_another_runs_arm_a(self):
         with tempfile.TemporaryDirectory() as tmp:
