@@ -12,10 +12,11 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr (lr=0: the control, never updated), its
-#                                                   lr's warm-up over N AdamW steps, its sampling
+#                                                   lr's warm-up over N AdamW steps, its AdamW steps
+#                                                   an iteration (mb, 4 otherwise), its sampling
 #                                                   temperature in the Coder steps, the KL's estimator,
 #                                                   the advantage (dr_grpo: no std division), or only
 #                                                   the seen stage's 40 tasks to train on (does RL
@@ -42,7 +43,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -161,19 +162,20 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 warmup=0 temp=1.0 kl=k3 adv=grpo tasks=pool every=8 variant=
+  lr=1e-3 warmup=0 mb=4 temp=1.0 kl=k3 adv=grpo tasks=pool every=8 variant=
   at_end=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)  # every = this: evaluated at the end only
   for option in "${@:4}"; do
     case $option in
     lr=?*) lr=${option#lr=} ;;
     warmup=?*) warmup=${option#warmup=} ;;
+    mb=?*) mb=${option#mb=} ;;
     temp=?*) temp=${option#temp=} ;;
     kl=k3_clamped) kl=k3_clamped ;;
     adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations). seenN: the
     # first N of them, so that an iteration's tasks_per_step draws each of them (N <= 16) every time.
     tasks=seen | tasks=seen[1-9]*) tasks=${option#tasks=} every=$at_end ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
@@ -182,6 +184,7 @@ arm)
   # held-out evaluation is arm A's, so it is evaluated at its end only.
   [[ $lr =~ ^[0.]+$ ]] && every=$at_end
   [[ $tasks =~ ^(pool|seen|seen[1-9][0-9]*)$ ]] || { echo "tasks=$tasks is not seen or seenN (N a whole number above 0)" >&2; exit 2; }
+  [[ $mb =~ ^[1-9][0-9]*$ ]] || { echo "mb=$mb is not a whole number of AdamW steps above 0" >&2; exit 2; }
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
@@ -213,7 +216,7 @@ arm)
     fi
   fi
   sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|; s|@ADVANTAGE@|$adv|" \
-      -e "s|@WARMUP@|$warmup|" \
+      -e "s|@WARMUP@|$warmup|; s|@MINI_BATCHES@|$mb|" \
       -e "s|@TEMPERATURE@|$temp|; s|@EVAL_EVERY@|$every|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
