@@ -325,7 +325,8 @@ def largest_kl(its):
 def seen_against_a(run, a_seen):
     """An arm's last checkpoint on the seen stage's training tasks (greedy, RUN/seen-iter-N) against A's
     on the same tasks: what RL kept of what SFT taught, or, for a tasks=seen arm, raised of what it
-    trained on. None where the seen stage did not run it."""
+    trained on. A tasks=seenN arm trained on the first N of them (by name): those and the others are
+    paired apart too. None where the seen stage did not run it."""
     runs = sorted(p for p in run.glob("seen-iter-*") if (p / "metrics.json").exists())
     if not runs:
         return None
@@ -333,7 +334,16 @@ def seen_against_a(run, a_seen):
     it = int(runs[-1].name.rsplit("-", 1)[1])
     line = (f"{run.name} at iteration {it} on {f['n']} seen tasks (greedy): pass@1 {f['pass1'] or 0:.3f}, "
             f"fast_1 {f['fast1'] or 0:.3f}")
-    paired_line = against("against A", outcomes(runs[-1]), a_seen)
+    end = outcomes(runs[-1])
+    paired_line = against("against A", end, a_seen)
+    n = re.search(r"(?:^|-)tasksseen(\d+)(?:-|$)", RUN_NAME.fullmatch(run.name).group(3) or "")
+    if paired_line and n and int(n.group(1)) < len(end):
+        trained = set(sorted(end)[:int(n.group(1))])
+        for label, keep in ((f"on the {len(trained)} it trained on", True),
+                            (f"on the other {len(end) - len(trained)}", False)):
+            part = against(label, {t: v for t, v in end.items() if (t in trained) == keep},
+                           {t: v for t, v in a_seen.items() if (t in trained) == keep})
+            paired_line = paired_line[:-1] + "; " + part
     return line + (f"; {paired_line}" if paired_line else ".")
 
 

@@ -297,6 +297,24 @@ class LearningTable(unittest.TestCase):
         self.assertIsNone(t.seen_curve(Path("arm-C-seed1-advdr_grpo"), its, config))
         self.assertIsNone(t.seen_curve(Path("arm-C-seed1-tasksseenish"), its, config))
 
+    def test_a_seen_n_arm_on_the_seen_tasks_it_trained_on_and_the_others(self):
+        t = load_script("table")
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "arm-C-seed1-tasksseen4-advdr_grpo"
+            seen = run / "seen-iter-000016"
+            seen.mkdir(parents=True)
+            (seen / "metrics.json").write_text(json.dumps({"overall": overall(5, 0)}))
+            # It trained on tasks 0-3: gains 0 and 1 there, loses 8 among the other six.
+            write_jsonl(seen / "verdicts.jsonl", verdicts({0, 1, 2, 3, 9}))
+            write_jsonl(Path(tmp) / "arm-A-seen" / "verdicts.jsonl", verdicts({2, 3, 8, 9}))
+            a_seen = t.outcomes(Path(tmp) / "arm-A-seen")
+            line = t.seen_against_a(run, a_seen)
+        self.assertEqual(line, "arm-C-seed1-tasksseen4-advdr_grpo at iteration 16 on 10 seen tasks (greedy): pass@1 "
+                         "0.500, fast_1 0.000; against A, task by task: pass +2 -1 (exact McNemar p = 1.00); fast_1 "
+                         "+0 -0 (exact McNemar p = 1.00); on the 4 it trained on, task by task: pass +2 -0 (exact "
+                         "McNemar p = 0.50); fast_1 +0 -0 (exact McNemar p = 1.00); on the other 6, task by task: pass "
+                         "+0 -1 (exact McNemar p = 1.00); fast_1 +0 -0 (exact McNemar p = 1.00).")
+
     def test_arm_a_against_another_runs_arm_a(self):
         with tempfile.TemporaryDirectory() as tmp:
             d, base = Path(tmp) / "run", Path(tmp) / "base"
