@@ -188,10 +188,12 @@ arm)
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
-  if [[ $tasks == seen?* ]]; then
+  if [[ $tasks == seen* ]]; then
     seen_tasks
-    mapfile -t first < <(find "$DIR/seen-tasks" -maxdepth 1 -name 'task_*.py' | sort | head -n "${tasks#seen}")
-    (( ${#first[@]} == ${tasks#seen} )) || { echo "tasks=$tasks: the seen stage has ${#first[@]} tasks" >&2; exit 2; }
+    if [[ $tasks != seen ]]; then
+      mapfile -t first < <(find "$DIR/seen-tasks" -maxdepth 1 -name 'task_*.py' | sort | head -n "${tasks#seen}")
+      (( ${#first[@]} == ${tasks#seen} )) || { echo "tasks=$tasks: the seen stage has ${#first[@]} tasks" >&2; exit 2; }
+    fi
   fi
   run=$DIR/arm-$arm-seed$seed$variant
   same_coder "$run"
@@ -200,7 +202,6 @@ arm)
   # not carried with the corpus).
   if [[ ! -f $run.tasks.sqlite ]]; then
     if [[ $tasks == seen* ]]; then
-      seen_tasks
       from=$DIR/seen-tasks
       if [[ $tasks != seen ]]; then
         from=$run.tasks.tmp

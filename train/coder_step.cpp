@@ -177,7 +177,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             auto gap = (old_lp.back() - mb.sampler).abs() * mb.sampled;  // (B, T-1)
             gap_sum += gap.sum().item<double>();
             gap_tokens += mb.sampled.sum().item<double>();
-            if (gap.numel() > 0) gap_max = std::max(gap_max, gap.max().item<double>());
+            gap_max = std::max(gap_max, gap.max().item<double>());
             if (cfg.loss.kl_beta > 0) {
                 const bool was = policy.lora_enabled;
                 policy.lora_enabled = false;

@@ -53,12 +53,18 @@ def figures(m):
             "fast1_compile": m.get("fast_p_compile", {}).get("1"), "geomean": m.get("geomean_speedup_eager")}
 
 
+def training_pass_rates(its):
+    """The Coder's pass rate on its training samples, an iteration's steps averaged, by iteration
+    (iterations without a Coder step left out)."""
+    rates = [[s["pass_rate"] for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s] for m in its]
+    return [sum(r) / len(r) for r in rates if r]
+
+
 def pool_pass_rates(its, window=5):
     """The Coder's pass rate on its training samples (temperature 1) over the first and the last
     `window` iterations: whether RL moves the policy on the tasks it trains on, which held-out
     figures at 0 cannot show."""
-    rates = [[s["pass_rate"] for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s] for m in its]
-    rates = [sum(r) / len(r) for r in rates if r]
+    rates = training_pass_rates(its)
     if not rates:
         return "-"
     first, last = rates[:window], rates[-window:]
@@ -306,6 +312,8 @@ def correct_by_iteration(its):
 
 
 RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
+# A tasks=seen arm's variant: "tasksseen" (the 40 seen tasks) or "tasksseenN" (the first N of them).
+SEEN_VARIANT = re.compile(r"(?:^|-)tasksseen(\d*)(?:-|$)")
 # The control arm (lr=0): the SFT Coder sampled and verified on the arms' draws, never updated.
 CONTROL = "C lr0"
 
@@ -336,8 +344,8 @@ def seen_against_a(run, a_seen):
             f"fast_1 {f['fast1'] or 0:.3f}")
     end = outcomes(runs[-1])
     paired_line = against("against A", end, a_seen)
-    n = re.search(r"(?:^|-)tasksseen(\d+)(?:-|$)", RUN_NAME.fullmatch(run.name).group(3) or "")
-    if paired_line and n and int(n.group(1)) < len(end):
+    n = SEEN_VARIANT.search(RUN_NAME.fullmatch(run.name).group(3) or "")
+    if paired_line and n and n.group(1) and int(n.group(1)) < len(end):
         trained = set(sorted(end)[:int(n.group(1))])
         for label, keep in ((f"on the {len(trained)} it trained on", True),
                             (f"on the other {len(end) - len(trained)}", False)):
@@ -393,21 +401,14 @@ def seen_curve(run, its, config):
     """A tasks=seen arm's training pass rate by iteration. For tasks=seenN with N <= tasks_per_step
     every iteration samples the same N tasks, so the curve is a learning curve on fixed tasks; with
     more (the 40 seen tasks) each iteration draws tasks_per_step of them. None for an arm on the pool."""
-    variant = RUN_NAME.fullmatch(run.name).group(3) or ""
-    kind = re.search(r"(?:^|-)tasksseen(\d*)(?:-|$)", variant)
-    if not kind:
-        return None
-    rates = []
-    for m in its:
-        steps = [s for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s]
-        if steps:
-            rates.append(f"{sum(s['pass_rate'] for s in steps) / len(steps):.2f}")
-    if not rates:
+    kind = SEEN_VARIANT.search(RUN_NAME.fullmatch(run.name).group(3) or "")
+    rates = training_pass_rates(its)
+    if not kind or not rates:
         return None
     per_step = config.get("coder_phase", {}).get("tasks_per_step", 16)
     n = int(kind.group(1)) if kind.group(1) else None
     tasks = f"its {n} tasks each time" if n and n <= per_step else f"{per_step} of its {n or 'seen'} tasks each time"
-    return f"{run.name}, training pass rate by iteration ({tasks}): {', '.join(rates)}."
+    return f"{run.name}, training pass rate by iteration ({tasks}): {', '.join(f'{r:.2f}' for r in rates)}."
 
 
 def per_task_learning(d, run, its, config):
