@@ -53,10 +53,15 @@ def figures(m):
             "fast1_compile": m.get("fast_p_compile", {}).get("1"), "geomean": m.get("geomean_speedup_eager")}
 
 
+def coder_steps(m):
+    """An iteration's Coder steps (none where the iteration had no Coder phase)."""
+    return m.get("coder", {}).get("steps", [])
+
+
 def training_pass_rates(its):
     """The Coder's pass rate on its training samples, an iteration's steps averaged, by iteration
     (iterations without a Coder step left out)."""
-    rates = [[s["pass_rate"] for s in m.get("coder", {}).get("steps", []) if "pass_rate" in s] for m in its]
+    rates = [[s["pass_rate"] for s in coder_steps(m) if "pass_rate" in s] for m in its]
     return [sum(r) / len(r) for r in rates if r]
 
 
@@ -308,7 +313,7 @@ def correct_by_transitions(name, classes, outcome):
 
 def correct_by_iteration(its):
     """Correct Coder samples per iteration, of the tasks its replay drew."""
-    return {m["iteration"]: sum(s.get("correct", 0) for s in m.get("coder", {}).get("steps", [])) for m in its}
+    return {m["iteration"]: sum(s.get("correct", 0) for s in coder_steps(m)) for m in its}
 
 
 RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
@@ -322,7 +327,7 @@ def largest_kl(its):
     """The largest step KL to the SFT Coder and its iteration, as 'K at iteration I', with that step's
     largest token's KL where the trainer recorded it (kl_max: a spike of a few tokens shows a token far
     above the mean); None when no step computed one. A spike the last step's KL no longer shows."""
-    steps = [(s["kl"], m["iteration"], s.get("kl_max")) for m in its for s in m.get("coder", {}).get("steps", [])
+    steps = [(s["kl"], m["iteration"], s.get("kl_max")) for m in its for s in coder_steps(m)
              if "kl" in s]
     if not steps:
         return None
@@ -376,7 +381,7 @@ def speed_only(its):
     """How much of the updates the speed term alone ordered: the groups with signal whose samples
     were all correct (their advantages come from speedups, timing noise included), a step's mean, and
     their mean share of the advantages' absolute sum. None where the trainer did not record it."""
-    steps = [s for m in its for s in m.get("coder", {}).get("steps", []) if "speed_only_share" in s]
+    steps = [s for m in its for s in coder_steps(m) if "speed_only_share" in s]
     if not steps:
         return None
     n = len(steps)
@@ -390,7 +395,7 @@ def logprob_gap(its):
     """How far the update's log-probs of the sampled tokens were from the sampler's: the steps' mean
     gap and the largest token's. Rounding (bf16) unless the trainer scores what the sampler did not
     draw (docs/RL.md). None where the trainer did not record it."""
-    steps = [s for m in its for s in m.get("coder", {}).get("steps", []) if "logprob_gap" in s]
+    steps = [s for m in its for s in coder_steps(m) if "logprob_gap" in s]
     if not steps:
         return None
     return (f"sampler-trainer log-prob gap: mean {sum(s['logprob_gap'] for s in steps) / len(steps):.1e}, "
@@ -514,7 +519,7 @@ def main():
                             for m in its if "eval" in m)
         # The trainer computes the KL only where it weighs it (coder_phase.kl_beta > 0).
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
-        kl = [s["kl"] for s in its[-1].get("coder", {}).get("steps", []) if "kl" in s and weighed]
+        kl = [s["kl"] for s in coder_steps(its[-1]) if "kl" in s and weighed]
         largest = largest_kl(its) if weighed else None
         notes = "".join(f"; {note}" for note in (speed_only(its), logprob_gap(its)) if note)
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
