@@ -19,6 +19,10 @@
 #                     there (carried packed: a carry counts unpacked bytes), so that a call on another
 #                     machine resumes the arms over the same rebuilt Coder (the arm stage refuses
 #                     another: docs/LEARNING.md, "Across machines")
+# Results made over one kind of GPU's Coder (arm A, the seen stage, an arms pack) may be carried under
+# $DIR/by-gpu/KIND/ for each kind a call may land on (KIND a word of nvidia-smi's GPU name: H100,
+# H200): the folder of the machine's kind replaces the same-named entries of $DIR, the others are
+# dropped, so that a call free to take either kind resumes over the Coder it will rebuild.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 DEADLINE=${1:?usage: $0 DEADLINE_S STAGE...}
@@ -35,6 +39,21 @@ if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
   say "built"
+fi
+if [[ -d $DIR/by-gpu ]]; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  moved=()
+  for kind in "$DIR"/by-gpu/*/; do
+    kind=$(basename "$kind")
+    # A whole word of the name: "H100" in "NVIDIA H100 80GB HBM3", not in "H1000".
+    [[ -n $gpu && " ${gpu//[^A-Za-z0-9]/ } " == *" $kind "* ]] || continue
+    for f in "$DIR/by-gpu/$kind"/*; do
+      [[ -e $f ]] || continue
+      rm -rf "${DIR:?}/${f##*/}" && mv "$f" "$DIR/" && moved+=("${f##*/}")
+    done
+  done
+  say "by-gpu: ${gpu:-no GPU}: ${moved[*]:-nothing} put in place"
+  rm -rf "$DIR/by-gpu"
 fi
 if compgen -G "$DIR/arms.tgz.*" > /dev/null; then
   cat "$DIR"/arms.tgz.* | tar xzf - -C "$DIR" || { say "arms.tgz.* in $DIR do not unpack"; exit 1; }
