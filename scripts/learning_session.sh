@@ -7,6 +7,8 @@
 # every stage resumes from on the next call (teach keeps its verdicts, sft checkpoints). Logs and
 # packed results go to $OUT:
 #   scripts/learning_session.sh DEADLINE_S STAGE...
+#   session.log       what ran and when, each stage's exit status and last lines
+#   logs.tgz          each stage's whole log (STAGE.log, its : and = written -)
 #   results.tgz       the small files of the run directory (bench and train metrics, reports, logs,
 #                     each arm's pool copy: its attempts are its per-task pass rates by iteration):
 #                     never models, checkpoints, the training pool, the corpus or the teach run
@@ -98,5 +100,9 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
   (( ${#packed[@]} )) && tar czf - -C "$DIR" --exclude='arm-*/checkpoints/*/adapter' \
     --exclude='arm-*/rollouts.jsonl' "${packed[@]}" | split -b 15m - "$OUTD/arms.tgz."
 fi
+# One archive of the stages' logs: a device call brings back at most 8 files.
+logs=()
+for f in "$OUTD"/*.log; do [[ $f == "$LOG" ]] || logs+=("${f##*/}"); done
+(( ${#logs[@]} )) && tar czf "$OUTD/logs.tgz" -C "$OUTD" --remove-files "${logs[@]}"
 say "packed (KiB): $(du -k "$OUTD"/*.t*z* | tr '\n\t' '  ')"
 exit $rc
