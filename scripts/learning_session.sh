@@ -15,12 +15,12 @@
 #   corpus.tgz        with KZ_LEARN_PACK_CORPUS=1, once the pool is imported: corpus/, pool.sqlite,
 #                     pool.corpus (carry them back to runs/learning to skip the stage's import)
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
-#   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint (its run, last
-#                     checkpoint without its adapters, pool copy, toml; not the rollout log), in
-#                     parts of 15 MiB. Parts found in the run directory at the start are unpacked
-#                     there (carried packed: a carry counts unpacked bytes), so that a call on another
-#                     machine resumes the arms over the same rebuilt Coder (the arm stage refuses
-#                     another: docs/LEARNING.md, "Across machines")
+#   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint and no seen stage
+#                     on it (its run, last checkpoint without its adapters, pool copy, toml; not the
+#                     rollout log), in parts of 15 MiB. Parts found in the run directory at the start
+#                     are unpacked there (carried packed: a carry counts unpacked bytes), so that a
+#                     call on another machine resumes the arms over the same rebuilt Coder (the arm
+#                     stage refuses another: docs/LEARNING.md, "Across machines")
 # Results made over one kind of GPU's Coder (arm A, the seen stage, an arms pack) may be carried under
 # $DIR/by-gpu/KIND/ for each kind a call may land on (KIND a word of nvidia-smi's GPU name: H100,
 # H200): the folder of the machine's kind replaces the same-named entries of $DIR, the others are
@@ -90,6 +90,10 @@ fi
 if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
   packed=()
   while IFS= read -r run; do
+    # An arm whose seen stage has run on its last checkpoint needs the checkpoint no more (its small
+    # files are in results.tgz): left out, so that the packs of arms still running fit a carry.
+    last=$(find "$DIR/$run/checkpoints" -mindepth 1 -maxdepth 1 -name 'iter-*' | sort | tail -1)
+    [[ -n $last && -f $DIR/$run/seen-${last##*/}/metrics.json ]] && continue
     packed+=("$run")
     for f in "$DIR/$run".*; do [[ -f $f ]] && packed+=("${f#"$DIR"/}"); done
   done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
