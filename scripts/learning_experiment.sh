@@ -222,6 +222,12 @@ arm)
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
       scripts/learning/arm.toml > "$run.toml"
+  # A finished arm (its report.html written below) unpacked from learning_session.sh's arms.tgz holds
+  # its adapters for the seen stage, not the optimizer's state a resume loads: nothing to do here.
+  if [[ -f $run/report.html ]] && ! compgen -G "$run/checkpoints/iter-*/coder/optimizer.pt" > /dev/null; then
+    echo "$run is finished (its last checkpoint's adapters only, from an arms pack): nothing to resume"
+    exit 0
+  fi
   resume=()
   [[ -f $run/run.json ]] && resume=(--resume)
   "$BIN" train --config "$run.toml" --out "$run" "${resume[@]}"

@@ -16,11 +16,13 @@
 #                     pool.corpus (carry them back to runs/learning to skip the stage's import)
 #   teach.tar.xz      with KZ_LEARN_PACK_TEACH=1: the teach run (KZ_LEARN_TEACH_ARCHIVE of a later call)
 #   arms.tgz.aa, .ab  with KZ_LEARN_PACK_ARMS=1: every RL arm that has a checkpoint and no seen stage
-#                     on it (its run, last checkpoint without its adapters, pool copy, toml; not the
-#                     rollout log), in parts of 15 MiB. Parts found in the run directory at the start
-#                     are unpacked there (carried packed: a carry counts unpacked bytes), so that a
-#                     call on another machine resumes the arms over the same rebuilt Coder (the arm
-#                     stage refuses another: docs/LEARNING.md, "Across machines")
+#                     on it (its run, last checkpoint, pool copy, toml; not the rollout log: a
+#                     running arm's checkpoint without its adapters, a finished one's with its
+#                     adapters alone, for its seen stage), in parts of 15 MiB. Parts found in the
+#                     run directory at the start are unpacked there (carried packed: a carry counts
+#                     unpacked bytes), so that a call on another machine resumes the arms over the
+#                     same rebuilt Coder (the arm stage refuses another: docs/LEARNING.md, "Across
+#                     machines")
 # Results made over one kind of GPU's Coder (arm A, the seen stage, an arms pack) may be carried under
 # $DIR/by-gpu/KIND/ for each kind a call may land on (KIND a word of nvidia-smi's GPU name: H100,
 # H200): the folder of the machine's kind replaces the same-named entries of $DIR, the others are
@@ -88,7 +90,7 @@ if [[ ${KZ_LEARN_PACK_TEACH:-0} == 1 && -d $DIR/teach ]]; then
   tar cJf "$OUTD/teach.tar.xz" -C "$DIR" teach
 fi
 if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
-  packed=()
+  packed=() left_out=()
   while IFS= read -r run; do
     # An arm whose seen stage has run on its last checkpoint needs the checkpoint no more (its small
     # files are in results.tgz): left out, so that the packs of arms still running fit a carry.
@@ -96,13 +98,21 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
     [[ -n $last && -f $DIR/$run/seen-${last##*/}/metrics.json ]] && continue
     packed+=("$run")
     for f in "$DIR/$run".*; do [[ -f $f ]] && packed+=("${f#"$DIR"/}"); done
+    # A running arm without its adapters (a resume restores the weights from the optimizer's fp32
+    # masters, and the next checkpoint writes the adapter again); a finished one (the arm stage writes
+    # its report.html once train has finished it) without its optimizer's state, which nothing
+    # resumes, and with the adapter its seen stage loads.
+    if [[ -f $DIR/$run/report.html ]]; then
+      left_out+=("--exclude=$run/checkpoints/*/optimizer.pt")
+    else
+      left_out+=("--exclude=$run/checkpoints/*/adapter")
+    fi
   done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
-  # Without the adapters (a resume restores the weights from the optimizer's fp32 masters, and the
-  # next checkpoint writes the adapter again) or the rollout log (~6 MB an iteration; a resume only
-  # replays from it the steps of an interrupted iteration, which it samples afresh without): a pack
-  # stays ~20 MB however long the arm, and a resumed arm's log starts at its resume.
-  (( ${#packed[@]} )) && tar czf - -C "$DIR" --exclude='arm-*/checkpoints/*/adapter' \
-    --exclude='arm-*/rollouts.jsonl' "${packed[@]}" | split -b 15m - "$OUTD/arms.tgz."
+  # Nor the rollout log (~6 MB an iteration; a resume only replays from it the steps of an interrupted
+  # iteration, which it samples afresh without): a pack stays ~20 MB an arm however long the arm,
+  # and a resumed arm's log starts at its resume.
+  (( ${#packed[@]} )) && tar czf - -C "$DIR" "${left_out[@]}" --exclude='arm-*/rollouts.jsonl' "${packed[@]}" \
+    | split -b 15m - "$OUTD/arms.tgz."
 fi
 # One archive of the stages' logs: a device call brings back at most 8 files.
 logs=()
