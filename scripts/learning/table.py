@@ -416,6 +416,28 @@ def seen_curve(run, its, config):
     return f"{run.name}, training pass rate by iteration ({tasks}): {', '.join(f'{r:.2f}' for r in rates)}."
 
 
+def training_attempts(d, run, its, columns):
+    """An arm's Coder samples from its pool copy (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per
+    sample, by the iteration's policy) as (iteration, *columns) rows, for the iterations its metrics
+    hold: one sampled when a deadline came is not counted. None without the pool copy or metrics."""
+    pool = d / f"{run.name}.tasks.sqlite"
+    if not pool.exists() or not its:
+        return None
+    db = sqlite3.connect(str(pool))
+    try:
+        rows = db.execute(f"SELECT model_version, {columns} FROM attempts "
+                          "WHERE model_version LIKE 'coder@iter-%'").fetchall()
+    finally:
+        db.close()
+    last = max(m["iteration"] for m in its)
+    attempts = []
+    for version, *values in rows:
+        iteration = int(version.rsplit("-", 1)[1]) + 1  # the samples of iteration i come from coder@iter-(i-1)
+        if iteration <= last:
+            attempts.append((iteration, *values))
+    return attempts
+
+
 def per_task_learning(d, run, its, config):
     """Whether the Coder got better at the tasks it trained on, read from the arm's pool copy
     (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
@@ -423,22 +445,13 @@ def per_task_learning(d, run, its, config):
     the first half against the second, at the sampling temperature. A tasks=seen arm draws each of
     its 40 tasks ~6 times; an arm on the whole pool rarely draws one twice. None without the pool
     copy or with fewer than 5 such tasks."""
-    pool = d / f"{run.name}.tasks.sqlite"
-    if not pool.exists() or not its:
+    rows = training_attempts(d, run, its, "task_id, correct")
+    if rows is None:
         return None
-    db = sqlite3.connect(str(pool))
-    try:
-        rows = db.execute("SELECT task_id, model_version, correct FROM attempts "
-                          "WHERE model_version LIKE 'coder@iter-%'").fetchall()
-    finally:
-        db.close()
     last = max(m["iteration"] for m in its)
     half = last // 2
     draws = {}  # task -> [[correct, samples] in the first half, in the second]
-    for task, version, ok in rows:
-        iteration = int(version.rsplit("-", 1)[1]) + 1  # the samples of iteration i come from coder@iter-(i-1)
-        if iteration > last:
-            continue  # sampled by an iteration interrupted before its metrics were written
+    for iteration, task, ok in rows:
         counts = draws.setdefault(task, [[0, 0], [0, 0]])[iteration > half]
         counts[0] += ok
         counts[1] += 1
@@ -452,6 +465,25 @@ def per_task_learning(d, run, its, config):
             f"both halves of its {last} iterations (1-{half}, {half + 1}-{last}); their mean pass rate "
             f"{sum(e for e, _ in both) / len(both):.3f} -> {sum(l for _, l in both) / len(both):.3f}; up in {up}, "
             f"down in {down}, level in {len(both) - up - down} (exact sign test p = {mcnemar(up, down):.2f}).")
+
+
+def training_failures(d, run, its):
+    """How an arm's training samples ended, by iteration, from its pool copy: correct, runtime errors
+    (a kernel that does not run) and format errors (no valid Python candidate: mostly a slip of
+    sampling, whose negative advantage falls on the whole completion; docs/LEARNING.md, seventeenth
+    and eighteenth runs). None without the pool copy."""
+    rows = training_attempts(d, run, its, "status")
+    if not rows:
+        return None
+    by_iteration = {}  # iteration -> {status: samples}
+    for iteration, status in rows:
+        counts = by_iteration.setdefault(iteration, {})
+        counts[status] = counts.get(status, 0) + 1
+    sizes = {sum(c.values()) for c in by_iteration.values()}
+    each = f" of {sizes.pop()} each time" if len(sizes) == 1 else ""
+    cells = [f"{c.get('correct', 0)}/{c.get('runtime_error', 0)}/{c.get('format_error', 0)}"
+             + ("" if each else f" of {sum(c.values())}") for _, c in sorted(by_iteration.items())]
+    return f"{run.name}, training samples correct/runtime errors/format errors by iteration{each}: {', '.join(cells)}."
 
 
 def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
@@ -504,6 +536,7 @@ def main():
         config = json.loads((run / "run.json").read_text()).get("config", {}) if (run / "run.json").exists() else {}
         learning_lines.append(seen_curve(run, its, config))
         learning_lines.append(per_task_learning(d, run, its, config))
+        learning_lines.append(training_failures(d, run, its))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its

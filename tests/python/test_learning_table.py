@@ -244,17 +244,21 @@ class LearningTable(unittest.TestCase):
             # 1-5 drawn in iterations 1 and 3 (halves 1-2 and 3-4): 1 and 2 rise, 3 falls, 4 and 5 stay;
             # task 6 only in the first half; another policy's attempts (probe@...) are not the Coder's.
             db = sqlite3.connect(str(d / "arm-C-seed1-tasksseen.tasks.sqlite"))
+            # A failed sample is a runtime error or a format error by turns.
             db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, task_id INTEGER, model_version TEXT, "
-                       "correct INTEGER)")
+                       "status TEXT, correct INTEGER)")
             early = {1: 2, 2: 0, 3: 8, 4: 8, 5: 0, 6: 4}
             late = {1: 6, 2: 1, 3: 5, 4: 8, 5: 0}
             for version, counts in (("coder@iter-0", early), ("coder@iter-2", late)):
                 for task, k in counts.items():
-                    db.executemany("INSERT INTO attempts (task_id, model_version, correct) VALUES (?, ?, ?)",
-                                   [(task, version, int(i < k)) for i in range(8)])
-            db.execute("INSERT INTO attempts (task_id, model_version, correct) VALUES (1, 'probe@iter-2', 0)")
+                    db.executemany("INSERT INTO attempts (task_id, model_version, status, correct) VALUES (?, ?, ?, ?)",
+                                   [(task, version, "correct" if i < k else ("runtime_error", "format_error")[i % 2 == 0],
+                                     int(i < k)) for i in range(8)])
+            db.execute("INSERT INTO attempts (task_id, model_version, status, correct) "
+                       "VALUES (1, 'probe@iter-2', 'format_error', 0)")
             # Task 6's draw in a fifth iteration, interrupted before its metrics: not counted.
-            db.execute("INSERT INTO attempts (task_id, model_version, correct) VALUES (6, 'coder@iter-4', 1)")
+            db.execute("INSERT INTO attempts (task_id, model_version, status, correct) "
+                       "VALUES (6, 'coder@iter-4', 'correct', 1)")
             db.commit()
             db.close()
             out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
@@ -279,6 +283,9 @@ class LearningTable(unittest.TestCase):
         self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
                       "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)
+        # Iteration 1 drew 48 samples, iteration 3 40; the probe's and the interrupted iteration's are not the arm's.
+        self.assertIn("arm-C-seed1-tasksseen, training samples correct/runtime errors/format errors by iteration: "
+                      "22/13/13 of 48, 20/11/9 of 40.", lines)
         self.assertFalse(any(line.startswith("arm-C-seed1,") for line in lines), out.stdout)  # no pool copy
         self.assertIn("arm-C-seed1-tasksseen, training pass rate by iteration (16 of its seen tasks each time): "
                       "0.47, 0.47, 0.47, 0.47.", lines)
@@ -296,6 +303,25 @@ class LearningTable(unittest.TestCase):
                          "0.23, 0.31.")
         self.assertIsNone(t.seen_curve(Path("arm-C-seed1-advdr_grpo"), its, config))
         self.assertIsNone(t.seen_curve(Path("arm-C-seed1-tasksseenish"), its, config))
+
+    def test_training_failures_of_iterations_of_equal_size(self):
+        t = load_script("table")
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            db = sqlite3.connect(str(d / "arm-C-seed1-tasksseen16.tasks.sqlite"))
+            db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, task_id INTEGER, model_version TEXT, "
+                       "status TEXT, correct INTEGER)")
+            for version, statuses in (("coder@iter-1", ["correct"] * 5 + ["format_error"] * 3),
+                                      ("coder@iter-0", ["correct"] * 2 + ["runtime_error"] * 4 + ["rejected"] * 2)):
+                db.executemany("INSERT INTO attempts (task_id, model_version, status, correct) VALUES (1, ?, ?, ?)",
+                               [(version, st, int(st == "correct")) for st in statuses])
+            db.commit()
+            db.close()
+            run = Path("arm-C-seed1-tasksseen16")
+            self.assertEqual(t.training_failures(d, run, [iteration(1, 2), iteration(2, 5)]),
+                             "arm-C-seed1-tasksseen16, training samples correct/runtime errors/format errors by "
+                             "iteration of 8 each time: 2/4/0, 5/0/3.")
+            self.assertIsNone(t.training_failures(d, Path("arm-C-seed2"), [iteration(1, 2)]))  # no pool copy
 
     def test_a_seen_n_arm_on_the_seen_tasks_it_trained_on_and_the_others(self):
         t = load_script("table")
