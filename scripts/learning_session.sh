@@ -110,8 +110,9 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
   done < <(cd "$DIR" && find . -mindepth 2 -maxdepth 2 -path './arm-*/checkpoints' -printf '%h\n' | cut -c3- | sort)
   # Nor the rollout log (~6 MB an iteration; a resume only replays from it the steps of an interrupted
   # iteration, which it samples afresh without): a pack stays ~20 MB an arm however long the arm,
-  # and a resumed arm's log starts at its resume.
-  (( ${#packed[@]} )) && tar czf - -C "$DIR" "${left_out[@]}" --exclude='arm-*/rollouts.jsonl' "${packed[@]}" \
+  # and a resumed arm's log starts at its resume. Nor the run's lock, which belongs to this machine.
+  (( ${#packed[@]} )) && tar czf - -C "$DIR" "${left_out[@]}" --exclude='arm-*/rollouts.jsonl' --exclude='*.lock' \
+    "${packed[@]}" \
     | split -b 15m - "$OUTD/arms.tgz."
 fi
 # One archive of the stages' logs: a device call brings back at most 8 files.
