@@ -38,14 +38,15 @@ LOG=$OUTD/session.log
 mkdir -p "$OUTD" "$DIR"
 left() { echo $(( DEADLINE - (SECONDS - S) )); }
 say() { echo "[session +$(( SECONDS - S ))s] $*" | tee -a "$LOG"; }
-say "$(git rev-parse --short HEAD 2>/dev/null) ($(git status --short 2>/dev/null | wc -l) paths changed); $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null)"
+gpus=$(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null)
+gpu=$(head -1 <<< "$gpus") && gpu=${gpu%%,*}  # the first GPU's name
+say "$(git rev-parse --short HEAD 2>/dev/null) ($(git status --short 2>/dev/null | wc -l) paths changed); $gpus"
 if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
   say "built"
 fi
 if [[ -d $DIR/by-gpu ]]; then
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   moved=()
   for kind in "$DIR"/by-gpu/*/; do
     kind=$(basename "$kind")
