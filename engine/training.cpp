@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -156,6 +157,20 @@ double PolicyOptimizer::step() {
     zero_grad();
     ++steps_;
     return norm;
+}
+
+double PolicyOptimizer::gradient_scale() const {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> sums;  // one scalar per parameter, summed on its device
+    for (const auto& m : masters_) {
+        auto found = adam_->state().find(m.unsafeGetTensorImpl());
+        if (found == adam_->state().end()) continue;
+        const auto& s = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+        const double unbias = 1.0 - std::pow(cfg_.beta2, static_cast<double>(s.step()));
+        sums.push_back(s.exp_avg_sq().sum().to(torch::kFloat64) / unbias);
+    }
+    if (sums.empty()) return 0.0;
+    return std::sqrt(torch::stack(sums).sum().item<double>());
 }
 
 void PolicyOptimizer::save_state(const std::string& path) const {

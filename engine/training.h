@@ -66,6 +66,11 @@ public:
     void set_lr(double lr);
     const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
     int64_t steps() const { return steps_; }
+    // The gradient norm AdamW's steps are divided by: the root of its bias-corrected second moments
+    // summed over every parameter (0 before the first step). Under one gradient g it is |g|; a step
+    // whose gradient was clipped far above the usual norms keeps it high for ~1 / (1 - beta2) steps,
+    // and every step meanwhile moves the weights that much less than lr.
+    double gradient_scale() const;
 
     // Exact resume: the fp32 master weights, AdamW's moments and step counts, and this object's step
     // count, in one file written atomically. load_state() needs an optimizer built over the same

@@ -197,7 +197,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
     double batch_tokens = 0;
     for (double t : mini_tokens) batch_tokens += t;
     if (batch_tokens > 0) {
-        st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = st.kl_max = 0;
+        st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = st.grad_norm_max = st.kl_max = 0;
         for (size_t m = 0; m < M; ++m) {
             if (mini_tokens[m] <= 0) continue;
             for (size_t i = mini_first[m]; i < mini_first[m + 1]; ++i) {
@@ -216,10 +216,13 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
                 st.clip_fraction += ls.clip_fraction * weight;
             }
             if (dp) all_reduce_gradients(*dp, optimizer.params());
-            st.grad_norm += optimizer.step();
+            const double norm = optimizer.step();
+            st.grad_norm += norm;
+            st.grad_norm_max = std::max(st.grad_norm_max, norm);
             ++st.updates;
         }
         st.grad_norm /= static_cast<double>(st.updates);
+        st.grad_scale = optimizer.gradient_scale();
         if (dp) {
             std::vector<torch::Tensor> s = {
                 torch::tensor({st.loss, st.policy, st.kl, st.clip_fraction, gap_sum, gap_tokens}, torch::kFloat64)

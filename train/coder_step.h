@@ -60,6 +60,10 @@ struct CoderStepStats {
     int64_t updates = 0;  // optimizer steps taken (mini-batches with a row in the loss)
     double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
     double kl_max = 0;  // the largest token's KL over the step's updates (PolicyLossStats::kl_max)
+    // The largest update's gradient norm before clipping (grad_norm is their mean), and the norm the
+    // optimizer's steps divide by after the step (PolicyOptimizer::gradient_scale): a clipped spike
+    // shows in the first and keeps the second high for the run's later steps.
+    double grad_norm_max = 0, grad_scale = 0;
     // Groups in the loss whose samples are all correct (GroupResult::speed_only), and their share of
     // the absolute advantages of the loss's rows: how much of the update only the speed term orders.
     int64_t speed_only_groups = 0;
@@ -90,7 +94,8 @@ void score_rollouts(std::vector<Rollout>& rollouts, size_t tasks, CoderRewards& 
 
 // The clipped-surrogate update over the rollouts with in_loss set (advantages given), token-normalised
 // within each of cfg.mini_batches mini-batches; one optimizer step per mini-batch with a row in it
-// (stats.updates; grad_norm their mean; loss, kl and clip_fraction over the whole batch's tokens).
+// (stats.updates; grad_norm their mean, grad_norm_max their largest; loss, kl and clip_fraction over the
+// whole batch's tokens).
 // No rollout in the loss: no step (stats.updated false).
 // With `dp` (data parallelism, train/data_parallel.h), each rank passes its own share of the batch:
 // tokens are normalised over every rank's, gradients summed across ranks before the (identical) step,

@@ -78,6 +78,8 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
                          {"logprob_gap_max", st.logprob_gap_max},
                          {"clip_fraction", st.clip_fraction},
                          {"grad_norm", st.grad_norm},
+                         {"grad_norm_max", st.grad_norm_max},
+                         {"grad_scale", st.grad_scale},
                          {"loss_tokens", st.loss_tokens},
                          {"updated", st.updated},
                          {"updates", st.updates},

@@ -402,6 +402,25 @@ def logprob_gap(its):
             f"largest {max(s['logprob_gap_max'] for s in steps):.1e}")
 
 
+def gradient_norms(its, clip):
+    """The updates' gradient norms before clipping: the median step's, the steps clipped (over the
+    Coder's max_grad_norm) with their norms, and AdamW's gradient scale after the last step (the norm
+    its steps divide by: a clipped spike far above the usual norms keeps it high, and every later step
+    small; PolicyOptimizer::gradient_scale). A step's largest update where the trainer recorded it
+    (grad_norm_max), its updates' mean otherwise. None without steps."""
+    steps = [(m["iteration"], s) for m in its for s in coder_steps(m) if "grad_norm" in s]
+    if not steps:
+        return None
+    key = "grad_norm_max" if all("grad_norm_max" in s for _, s in steps) else "grad_norm"
+    norms = sorted(s[key] for _, s in steps)
+    clipped = ", ".join(f"{it} ({s[key]:.1e})" for it, s in steps if clip and s[key] > clip)
+    which = "its largest update's" if key == "grad_norm_max" else "its updates' mean"
+    line = (f"a step's gradient norm before clipping ({which}): median {norms[len(norms) // 2]:.1e}"
+            + (f", over the clip ({clip:g}) at iterations: {clipped or 'none'}" if clip else ""))
+    scale = [s["grad_scale"] for _, s in steps if "grad_scale" in s]
+    return line + (f"; AdamW's gradient scale after the last step {scale[-1]:.1e}" if scale else "")
+
+
 def seen_curve(run, its, config):
     """A tasks=seen arm's training pass rate by iteration. For tasks=seenN with N <= tasks_per_step
     every iteration samples the same N tasks, so the curve is a learning curve on fixed tasks; with
@@ -554,7 +573,9 @@ def main():
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in coder_steps(its[-1]) if "kl" in s and weighed]
         largest = largest_kl(its) if weighed else None
-        notes = "".join(f"; {note}" for note in (speed_only(its), logprob_gap(its)) if note)
+        clip = config.get("coder", {}).get("max_grad_norm", 0)
+        notes = "".join(f"; {note}" for note in (speed_only(its), logprob_gap(its), gradient_norms(its, clip))
+                        if note)
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
               f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}{notes} -->")

@@ -577,9 +577,10 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     for (const char* part : {"Training curves", "speed-only share", "Capability map", "Stage times", "<svg", "propose"})
         EXPECT_NE(html.find(part), std::string::npos) << part;
     // The chart's speed-only series reads what every Coder step records, as the learning table reads
-    // the log-prob gap.
+    // the log-prob gap and the gradient's norms.
     const std::string metrics = kz::read_file(out + "/metrics.jsonl");
-    for (const char* key : {"\"speed_only_share\":", "\"logprob_gap\":", "\"logprob_gap_max\":"})
+    for (const char* key :
+         {"\"speed_only_share\":", "\"logprob_gap\":", "\"logprob_gap_max\":", "\"grad_norm_max\":", "\"grad_scale\":"})
         EXPECT_NE(metrics.find(key), std::string::npos) << key;
     EXPECT_EQ(html.find("<script"), std::string::npos);
 }

@@ -1,8 +1,9 @@
 // chunked_logprobs (engine/training.h) against plain autograd over the whole logits matrix: exact
 // in fp32 on the CPU; on the GPU in bf16, no further from an fp64 reference than bf16 autograd is.
-// PolicyOptimizer's lr warm-up, through a resume.
+// PolicyOptimizer's lr warm-up, through a resume; its gradient scale.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -114,6 +115,37 @@ TEST(PolicyOptimizer, WarmUpRaisesTheLrLinearlyAcrossAResume) {
     auto r = torch::zeros({1}, torch::kFloat32).requires_grad_(true);
     kz::PolicyOptimizer plain({{"r", r}}, oc);
     for (double m : moves(plain, r, 2)) EXPECT_NEAR(m, 1e-2, 1e-7);
+}
+
+TEST(PolicyOptimizer, GradientScaleIsTheNormTheStepsDivideByAndHoldsASpike) {
+    // Two parameters (fp32, and bf16 through its master): the scale is the norm over both.
+    kz::OptimConfig oc;
+    oc.lr = 1e-3, oc.max_grad_norm = 1.0;
+    auto p = torch::zeros({3}, torch::kFloat32).requires_grad_(true);
+    auto b = torch::zeros({1}, torch::kBFloat16).requires_grad_(true);
+    kz::PolicyOptimizer opt({{"p", p}, {"b", b}}, oc);
+    EXPECT_EQ(opt.gradient_scale(), 0.0);
+    const double g = 1.0 / 256;  // exact in bf16
+    auto step = [&](double v) {
+        p.mutable_grad() = torch::full({3}, v, torch::kFloat32);
+        b.mutable_grad() = torch::full({1}, v, torch::kBFloat16);
+        return opt.step();
+    };
+    // Under one gradient the bias-corrected second moment is its square: the scale is its norm.
+    for (int k = 0; k < 8; ++k) step(g);
+    EXPECT_NEAR(opt.gradient_scale(), 2 * g, 1e-9);
+    // A gradient of norm 100 is clipped to 1 (step() returns the norm before clipping) and enters
+    // the second moment at 1e-3 of its square.
+    EXPECT_NEAR(step(50.0), 100.0, 1e-3);
+    const double v8 = (1 - std::pow(0.999, 8)) * 4 * g * g;
+    EXPECT_NEAR(opt.gradient_scale(), std::sqrt((0.999 * v8 + 1e-3) / (1 - std::pow(0.999, 9))), 1e-6);
+    // 40 steps later (the spike's momentum gone) the scale is still ~20 times the usual gradient's
+    // norm, and a step of it moves a weight ~1/20 of the lr it moved before the spike.
+    for (int k = 0; k < 40; ++k) step(g);
+    EXPECT_GT(opt.gradient_scale(), 20 * 2 * g * 0.9);
+    const double before = p.detach()[0].item<double>();
+    step(g);
+    EXPECT_LT(std::abs(p.detach()[0].item<double>() - before), 0.1 * oc.lr);
 }
 
 TEST(PolicyOptimizer, ALrOfZeroLeavesEveryParameterAsItWas) {

@@ -234,11 +234,16 @@ class LearningTable(unittest.TestCase):
                     if "adv" in name:
                         m["coder"]["steps"][0].update(logprob_gap=0.002 * m["iteration"],
                                                       logprob_gap_max=0.5 * m["iteration"])
+                        # Iteration 2's largest update is clipped; the mean of its updates is not what is read.
+                        m["coder"]["steps"][0].update(grad_norm=(0.004, 0.9)[m["iteration"] - 1],
+                                                      grad_norm_max=(0.006, 2400.0)[m["iteration"] - 1],
+                                                      grad_scale=(0.005, 0.3)[m["iteration"] - 1])
                 run = d / name
                 write_jsonl(run / "metrics.jsonl", its)
                 last = its[-1]["iteration"]
                 write_jsonl(run / "eval" / f"iter-{last:06d}" / "verdicts.jsonl", verdicts({0}))
-                (run / "run.json").write_text(json.dumps({"config": {"coder_phase": {"kl_beta": 0.04,
+                (run / "run.json").write_text(json.dumps({"config": {"coder": {"max_grad_norm": 1.0},
+                                                                     "coder_phase": {"kl_beta": 0.04,
                                                                                      "temperature": 1.0}}}))
             # The tasks=seen arm's pool copy: an attempt per sample, coder@iter-K for iteration K + 1. Tasks
             # 1-5 drawn in iterations 1 and 3 (halves 1-2 and 3-4): 1 and 2 rise, 3 falls, 4 and 5 stay;
@@ -278,8 +283,9 @@ class LearningTable(unittest.TestCase):
             "; groups ordered by speed alone (every sample correct): 3.0 of 12.0 with signal a step, 0.40 of the "
             "advantages' weight -->") for line in lines), out.stdout)
         self.assertTrue(any(line.startswith("<!-- arm-C-seed1-advdr_grpo held-out completions") and line.endswith(
-            "0.01 of the advantages' weight; sampler-trainer log-prob gap: mean 3.0e-03, largest 1.0e+00 -->")
-            for line in lines), out.stdout)
+            "0.01 of the advantages' weight; sampler-trainer log-prob gap: mean 3.0e-03, largest 1.0e+00; a step's "
+            "gradient norm before clipping (its largest update's): median 2.4e+03, over the clip (1) at iterations: "
+            "2 (2.4e+03); AdamW's gradient scale after the last step 3.0e-01 -->") for line in lines), out.stdout)
         self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
                       "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)

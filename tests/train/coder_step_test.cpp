@@ -240,6 +240,12 @@ TEST(CoderStep, MiniBatchesAreUpdatesOverWholeGroupsFromOneSetOfOldLogprobs) {
     EXPECT_EQ(st.updates, 2);
     EXPECT_EQ(opt.steps(), 2);
     EXPECT_GT(st.clip_fraction, 0.0);
+    // grad_norm is the two updates' mean, grad_norm_max the larger; the optimizer's scale is read after both.
+    EXPECT_GE(st.grad_norm_max, st.grad_norm);
+    EXPECT_LE(st.grad_norm_max, 2 * st.grad_norm);
+    EXPECT_GT(st.grad_norm_max, st.grad_norm * (1 + 1e-6)) << "two equal norms: the test does not tell max from mean";
+    EXPECT_DOUBLE_EQ(st.grad_scale, opt.gradient_scale());
+    EXPECT_GT(st.grad_scale, 0.0);
     // One mini-batch: one step, and its ratio is 1 throughout.
     cfg.mini_batches = 1;
     cfg.seed = 1;
