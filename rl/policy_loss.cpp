@@ -43,7 +43,19 @@ torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_lo
         stats->loss = loss.item<double>();
         stats->policy = ((policy * m).sum() / count).item<double>();
         stats->kl = kl.defined() ? ((kl * m).sum() / count).item<double>() : 0.0;
-        stats->kl_max = k3.defined() && k3.numel() > 0 ? (k3 * m).max().item<double>() : 0.0;
+        stats->kl_max = 0.0;
+        if (k3.defined() && k3.numel() > 0) {
+            auto masked = (k3 * m).flatten();
+            const int64_t at = masked.argmax().item<int64_t>();
+            auto value = [&](const torch::Tensor& t) { return t.flatten()[at].to(lp.device(), torch::kFloat32); };
+            auto peak = torch::stack({masked[at], value(lp.detach()), value(old_logp), value(ref_logp)})
+                            .to(torch::kCPU, torch::kFloat64);
+            stats->kl_max = peak[0].item<double>();
+            stats->kl_max_row = at / logp.size(1), stats->kl_max_col = at % logp.size(1);
+            stats->kl_max_logp = peak[1].item<double>();
+            stats->kl_max_old_logp = peak[2].item<double>();
+            stats->kl_max_ref_logp = peak[3].item<double>();
+        }
         stats->clip_fraction = (((ratio != clipped).to(torch::kFloat32) * m).sum() / count).item<double>();
         stats->tokens = m.sum().item<double>();
     }

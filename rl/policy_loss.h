@@ -14,8 +14,12 @@ namespace kz {
 struct PolicyLossStats {
     double loss = 0, policy = 0, kl = 0;  // means over the masked tokens
     double kl_max = 0;                    // the largest masked token's k3, unclamped: a spike's few tokens
-    double clip_fraction = 0;             // share of masked tokens whose ratio was clipped
-    double tokens = 0;                    // masked tokens counted
+    // Where kl_max is in the (N, L) inputs (-1 without a KL), and the log-probs there: the policy's
+    // being trained, the old (the step's start) and the reference's.
+    int64_t kl_max_row = -1, kl_max_col = -1;
+    double kl_max_logp = 0, kl_max_old_logp = 0, kl_max_ref_logp = 0;
+    double clip_fraction = 0;  // share of masked tokens whose ratio was clipped
+    double tokens = 0;         // masked tokens counted
 };
 
 // logp (N, L) log-probs under the policy being trained (requires grad); old_logp (N, L) those the

@@ -212,6 +212,16 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
                 st.loss += ls.loss * weight;
                 st.policy += ls.policy * weight;
                 st.kl += ls.kl * weight;
+                if (ls.kl_max_row >= 0 && (st.kl_max_at.token < 0 || ls.kl_max > st.kl_max)) {
+                    const int64_t b = ls.kl_max_row, t = ls.kl_max_col;
+                    const bool sampled = mbs[i].sampled[b][t].item<double>() > 0;
+                    st.kl_max_at = {mbs[i].batch.ids[b][t + 1].item<int64_t>(),
+                                    static_cast<int64_t>(m),
+                                    ls.kl_max_logp,
+                                    ls.kl_max_old_logp,
+                                    ls.kl_max_ref_logp,
+                                    sampled ? mbs[i].sampler[b][t].item<double>() : std::nan("")};
+                }
                 st.kl_max = std::max(st.kl_max, ls.kl_max);
                 st.clip_fraction += ls.clip_fraction * weight;
             }
@@ -231,14 +241,25 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
             auto v = s[0].cpu();
             st.loss = v[0].item<double>(), st.policy = v[1].item<double>(), st.kl = v[2].item<double>(),
             st.clip_fraction = v[3].item<double>(), gap_sum = v[4].item<double>(), gap_tokens = v[5].item<double>();
-            // The ranks' largest, each in its own row of a sum.
-            std::vector<torch::Tensor> peaks = {torch::zeros({dp->world(), 2}, torch::kFloat64)};
-            peaks[0][dp->rank()][0] = st.kl_max;
-            peaks[0][dp->rank()][1] = gap_max;
+            // The ranks' largest, each in its own row of a sum; the KL's peak token is the row of the
+            // largest kl_max's.
+            const auto& p = st.kl_max_at;
+            std::vector<torch::Tensor> peaks = {torch::zeros({dp->world(), 8}, torch::kFloat64)};
+            peaks[0][dp->rank()] =
+                torch::tensor({st.kl_max, gap_max, static_cast<double>(p.token), static_cast<double>(p.update), p.logp,
+                               p.old_logp, p.ref_logp, p.sampler_logp},
+                              torch::kFloat64);
             peaks[0] = peaks[0].to(dp->device());
             dp->all_reduce_sum(peaks);
-            auto top = std::get<0>(peaks[0].max(0)).cpu();
-            st.kl_max = top[0].item<double>(), gap_max = top[1].item<double>();
+            auto all = peaks[0].cpu();
+            auto top = all[all.select(1, 0).argmax().item<int64_t>()];
+            st.kl_max = top[0].item<double>(), gap_max = all.select(1, 1).max().item<double>();
+            st.kl_max_at = {static_cast<int64_t>(top[2].item<double>()),
+                            static_cast<int64_t>(top[3].item<double>()),
+                            top[4].item<double>(),
+                            top[5].item<double>(),
+                            top[6].item<double>(),
+                            top[7].item<double>()};
         }
         st.logprob_gap = gap_tokens > 0 ? gap_sum / gap_tokens : 0.0;
         st.logprob_gap_max = gap_max;

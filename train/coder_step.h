@@ -60,6 +60,14 @@ struct CoderStepStats {
     int64_t updates = 0;  // optimizer steps taken (mini-batches with a row in the loss)
     double mean_reward = 0, loss = 0, policy = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
     double kl_max = 0;  // the largest token's KL over the step's updates (PolicyLossStats::kl_max)
+    // The token of kl_max: its id, the update (mini-batch, from 0) that scored it, and its log-probs
+    // there: the policy's, at the step's start (old), the reference's and the sampler's (NaN for a row
+    // without them). Far below old: the step's earlier updates moved it; old itself low: the sampler
+    // drew it from the tail. token -1 without a KL.
+    struct KlPeak {
+        int64_t token = -1, update = -1;
+        double logp = 0, old_logp = 0, ref_logp = 0, sampler_logp = 0;
+    } kl_max_at;
     // The largest update's gradient norm before clipping (grad_norm is their mean), and the norm the
     // optimizer's steps divide by after the step (PolicyOptimizer::gradient_scale): a clipped spike
     // shows in the first and keeps the second high for the run's later steps.

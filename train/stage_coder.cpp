@@ -23,6 +23,17 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
         return;
     }
     Progress bar("coder: CA-GRPO steps", cc.steps);
+    // The KL's largest token, decoded, for a reader of the metrics (CoderStepStats::KlPeak).
+    auto kl_peak = [&](const CoderStepStats::KlPeak& p) -> json {
+        if (p.token < 0) return nullptr;
+        return {{"token", p.token},
+                {"text", coder_->tokenizer().decode({p.token})},
+                {"update", p.update},
+                {"logp", p.logp},
+                {"old_logp", p.old_logp},
+                {"ref_logp", p.ref_logp},
+                {"sampler_logp", std::isnan(p.sampler_logp) ? json(nullptr) : json(p.sampler_logp)}};
+    };
     for (int s = 0; s < cc.steps && !ranks_.stopping(stop_); ++s) {
         std::vector<StoredTask> tasks = pool;
         std::mt19937_64 rng(derive_seed(cfg_.seed, it, kCoderStage, static_cast<uint64_t>(s)));
@@ -72,6 +83,7 @@ void Trainer::coder_phase(int64_t it, const std::vector<StoredTask>& pool, json&
                          {"loss", st.loss},
                          {"kl", st.kl},
                          {"kl_max", st.kl_max},
+                         {"kl_max_at", kl_peak(st.kl_max_at)},
                          {"speed_only_groups", st.speed_only_groups},
                          {"speed_only_share", st.speed_only_share},
                          {"logprob_gap", st.logprob_gap},

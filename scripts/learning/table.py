@@ -326,13 +326,23 @@ CONTROL = "C lr0"
 def largest_kl(its):
     """The largest step KL to the SFT Coder and its iteration, as 'K at iteration I', with that step's
     largest token's KL where the trainer recorded it (kl_max: a spike of a few tokens shows a token far
-    above the mean); None when no step computed one. A spike the last step's KL no longer shows."""
-    steps = [(s["kl"], m["iteration"], s.get("kl_max")) for m in its for s in coder_steps(m)
-             if "kl" in s]
+    above the mean) and that token (kl_max_at: its text, the update that scored it, its log-probs
+    there, at the step's start and under the reference: one far below its start was moved by the
+    step's earlier updates, one low at the start was drawn from the tail); None when no step computed
+    one. A spike the last step's KL no longer shows."""
+    steps = [(s["kl"], m["iteration"], s.get("kl_max"), s.get("kl_max_at"), s.get("updates"))
+             for m in its for s in coder_steps(m) if "kl" in s]
     if not steps:
         return None
-    kl, it, peak = max(steps, key=lambda step: step[0])
-    return f"{kl:.2e} at iteration {it}" + (f" (its largest token: {peak:.2e})" if peak is not None else "")
+    kl, it, peak, at, updates = max(steps, key=lambda step: step[0])
+    where = ""
+    if at:
+        sampler = at.get("sampler_logp")
+        where = (f", {json.dumps(at['text'])} scored in update {at['update'] + 1} of {updates}: log-prob "
+                 f"{at['logp']:.1f} there, {at['old_logp']:.1f} at the step's start"
+                 + (f" ({sampler:.1f} for the sampler)" if sampler is not None else "")
+                 + f", {at['ref_logp']:.1f} under the reference")
+    return f"{kl:.2e} at iteration {it}" + (f" (its largest token: {peak:.2e}{where})" if peak is not None else "")
 
 
 def seen_against_a(run, a_seen):

@@ -235,6 +235,10 @@ class LearningTable(unittest.TestCase):
                         m["coder"]["steps"][0].update(logprob_gap=0.002 * m["iteration"],
                                                       logprob_gap_max=0.5 * m["iteration"])
                         # Iteration 2's largest update is clipped; the mean of its updates is not what is read.
+                        # Iteration 2's step KL is the largest; its peak token was moved by the step's first update.
+                        m["coder"]["steps"][0].update(kl=1e-3 * m["iteration"], kl_max=1e5, updates=4, kl_max_at={
+                            "token": 25, "text": ":", "update": 1, "logp": -16.2, "old_logp": -0.41,
+                            "ref_logp": -0.3, "sampler_logp": -0.40})
                         m["coder"]["steps"][0].update(grad_norm=(0.004, 0.9)[m["iteration"] - 1],
                                                       grad_norm_max=(0.006, 2400.0)[m["iteration"] - 1],
                                                       grad_scale=(0.005, 0.3)[m["iteration"] - 1])
@@ -286,6 +290,10 @@ class LearningTable(unittest.TestCase):
             "0.01 of the advantages' weight; sampler-trainer log-prob gap: mean 3.0e-03, largest 1.0e+00; a step's "
             "gradient norm before clipping (its largest update's): median 2.4e+03, over the clip (1) at iterations: "
             "2 (2.4e+03); AdamW's gradient scale after the last step 3.0e-01 -->") for line in lines), out.stdout)
+        self.assertTrue(any(line.startswith("<!-- arm-C-seed1-advdr_grpo held-out completions") and (
+            "KL to the SFT Coder, last step: 2.00e-03, largest: 2.00e-03 at iteration 2 (its largest token: 1.00e+05, "
+            "\":\" scored in update 2 of 4: log-prob -16.2 there, -0.4 at the step's start (-0.4 for the sampler), "
+            "-0.3 under the reference);") in line for line in lines), out.stdout)
         self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
                       "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)

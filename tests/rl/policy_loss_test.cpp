@@ -71,6 +71,12 @@ TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
         const double kl0 = clamped ? kz::PolicyLossConfig::kKlClamp : k3_0;
         EXPECT_NEAR(st.kl, (kl0 + k3_1) / 2, 1e-4) << estimator;
         EXPECT_NEAR(st.kl_max, k3_0, 1e-4) << estimator;  // unclamped either way
+        // Where it is, and the log-probs there (the masked token's larger k3 is not it).
+        EXPECT_EQ(st.kl_max_row, 0);
+        EXPECT_EQ(st.kl_max_col, 0);
+        EXPECT_EQ(st.kl_max_logp, 0.0);
+        EXPECT_EQ(st.kl_max_old_logp, 0.0);
+        EXPECT_NEAR(st.kl_max_ref_logp, 4.0, 1e-6);
         // d k3 / d logp = 1 - pi_ref / pi, over 2 tokens; the clamped token's is 0.
         auto g = logp.grad();
         EXPECT_NEAR(g[0][0].item<double>(), clamped ? 0.0 : (1 - std::exp(4.0)) / 2, 1e-4) << estimator;

@@ -221,6 +221,16 @@ TEST(CoderStep, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
     // The largest token's KL bounds the mean over the step's tokens from above.
     EXPECT_NEAR(first.kl_max, 0.0, 1e-6);
     EXPECT_GE(second.kl_max, second.kl);
+    // The largest token's record: its k3 from its log-probs is kl_max; its log-prob at the step's
+    // start is the sampler's for that token (a position off by one would read another token's).
+    const auto& peak = second.kl_max_at;
+    ASSERT_GE(peak.token, 0);
+    EXPECT_GE(peak.update, 0);
+    EXPECT_LT(peak.update, second.updates);
+    const double d = peak.ref_logp - peak.logp;
+    EXPECT_NEAR(std::exp(d) - d - 1, second.kl_max, 1e-4 * std::max(1.0, second.kl_max));
+    ASSERT_FALSE(std::isnan(peak.sampler_logp));
+    EXPECT_NEAR(peak.old_logp, peak.sampler_logp, 1e-3);
     EXPECT_TRUE(f.model.lora_enabled);  // the reference pass restores the adapters
 }
 
