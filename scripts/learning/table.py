@@ -319,6 +319,8 @@ def correct_by_iteration(its):
 RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
 # A tasks=seen arm's variant: "tasksseen" (the 40 seen tasks) or "tasksseenN" (the first N of them).
 SEEN_VARIANT = re.compile(r"(?:^|-)tasksseen(\d*)(?:-|$)")
+# A variant's options in the order its run name gives them (an option's value may hold a "-": lr3e-4).
+OPTION = re.compile(r"(?:lr|warmup|mb|temp|kl|adv|tasks).+?(?=-(?:lr|warmup|mb|temp|kl|adv|tasks)|$)")
 # The control arm (lr=0): the SFT Coder sampled and verified on the arms' draws, never updated.
 CONTROL = "C lr0"
 
@@ -368,6 +370,17 @@ def seen_against_a(run, a_seen):
                            {t: v for t, v in a_seen.items() if (t in trained) == keep})
             paired_line = paired_line[:-1] + "; " + part
     return line + (f"; {paired_line}" if paired_line else ".")
+
+
+def parent_variant(arm):
+    """The arm a variant of C extends by its last option ("C advdr_grpo-temp0.7" extends "C advdr_grpo"),
+    where the two draw the same tasks (the last option is not the pool's): their runs at one seed are
+    paired like a variant and C. None for C itself, for one option over C (paired with C already),
+    and where the last option is tasks=."""
+    options = OPTION.findall(arm[2:]) if arm.startswith("C ") else []
+    if len(options) < 2 or options[-1].startswith("tasks"):
+        return None
+    return "C " + "-".join(options[:-1])
 
 
 def paired(seed, label, c, base, b):
@@ -642,6 +655,13 @@ def main():
         # A variant of C on the same pool against C: what the variant changed on the same draws.
         if arm not in ("C", CONTROL) and "tasksseen" not in arm and ("C", seed) in correct:
             line = paired(seed, arm, c, "C", correct[("C", seed)])
+            if line:
+                print(line)
+        # A variant against the variant it extends by one option (temp0.7 over advdr_grpo; a clamp over
+        # that): the one option's change on the same draws, tasks=seen arms included.
+        parent = parent_variant(arm)
+        if parent and (parent, seed) in correct:
+            line = paired(seed, arm, c, parent, correct[(parent, seed)])
             if line:
                 print(line)
     # Every arm on the pool against the control at its seed: above it, the updates raised the pass

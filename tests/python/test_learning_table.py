@@ -305,6 +305,17 @@ class LearningTable(unittest.TestCase):
                       "0.47, 0.47, 0.47, 0.47.", lines)
         self.assertFalse(any("advdr_grpo, training pass rate" in line for line in lines), out.stdout)
 
+    def test_a_variant_is_paired_with_the_variant_it_extends_on_the_same_draws(self):
+        t = load_script("table")
+        self.assertEqual(t.parent_variant("C advdr_grpo-temp0.7"), "C advdr_grpo")
+        self.assertEqual(t.parent_variant("C lr3e-4-temp0.7"), "C lr3e-4")  # a value with a "-"
+        self.assertEqual(t.parent_variant("C temp0.7-lr3e-4"), "C temp0.7")
+        self.assertEqual(t.parent_variant("C tasksseen16-advdr_grpo-temp0.7-klk3_clamped"),
+                         "C tasksseen16-advdr_grpo-temp0.7")
+        # One option over C is paired with C; a last option of tasks= changes the draws; B and C itself.
+        for arm in ("C advdr_grpo", "C advdr_grpo-tasksseen16", "B advdr_grpo-temp0.7", "C"):
+            self.assertIsNone(t.parent_variant(arm), arm)
+
     def test_a_seen_n_arms_curve_is_on_its_fixed_tasks(self):
         t = load_script("table")
         its = [iteration(1, 30), iteration(2, 40)]
