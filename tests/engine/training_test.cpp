@@ -104,6 +104,8 @@ TEST(PolicyOptimizer, WarmUpRaisesTheLrLinearlyAcrossAResume) {
     kz::PolicyOptimizer resumed({{"p", q}}, oc);
     resumed.load_state(state);
     std::filesystem::remove(state);
+    EXPECT_DOUBLE_EQ(resumed.gradient_scale(), opt.gradient_scale());  // the moments came back with it
+    EXPECT_GT(resumed.gradient_scale(), 0.0);
     auto rest = moves(resumed, q, 3);
     const std::vector<double> want = {0.25e-2, 0.5e-2, 0.75e-2, 1e-2, 1e-2};
     std::vector<double> got = first;
