@@ -198,6 +198,7 @@ void update_policy(Model& policy, PolicyOptimizer& optimizer, const std::vector<
     for (double t : mini_tokens) batch_tokens += t;
     if (batch_tokens > 0) {
         st.loss = st.policy = st.kl = st.clip_fraction = st.grad_norm = st.grad_norm_max = st.kl_max = 0;
+        st.kl_max_at = {};
         for (size_t m = 0; m < M; ++m) {
             if (mini_tokens[m] <= 0) continue;
             for (size_t i = mini_first[m]; i < mini_first[m + 1]; ++i) {
