@@ -55,7 +55,9 @@ struct Setup {
         }
     }
     // Steps over the rows this process owns (`rank`::`world`); returns the trained parameters, then the
-    // last step's largest token KL (each rank's a max over its own rows, then over the ranks).
+    // last step's largest token KL (each rank's a max over its own rows, then over the ranks), that
+    // token's record (id, update, log-probs: the rank's that held it) and the step's largest update
+    // norm and gradient scale (the same on every rank: the gradients are summed before each step).
     std::vector<torch::Tensor> train(int rank, int world, kz::Collective* dp) {
         kz::OptimConfig oc;
         oc.lr = 1e-2;
@@ -76,6 +78,10 @@ struct Setup {
         }
         std::vector<torch::Tensor> out;
         for (const auto& [name, p] : opt.params()) out.push_back(p.detach().clone());
+        const auto& at = st.kl_max_at;
+        out.push_back(torch::tensor({static_cast<double>(at.token), static_cast<double>(at.update), at.logp,
+                                     at.old_logp, at.ref_logp, st.grad_norm_max, st.grad_scale},
+                                    torch::kFloat64));
         out.push_back(torch::tensor({st.kl_max}, torch::kFloat64));
         return out;
     }
@@ -208,7 +214,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < init.size(); ++i)
             moved = std::max(moved, (ref[i] - init[i].second.cpu()).abs().max().item<double>());
     }
-    const double kl_max = ref.back().item<double>();  // > 0 once the first step moved the adapters
+    const double kl_max = ref.back().item<double>();                  // > 0 once the first step moved the adapters
+    const double peak_token = ref[ref.size() - 2][0].item<double>();  // a token, not "none" (-1)
     std::filesystem::remove_all(dir);
     std::printf(
         "2 %s ranks vs 1 process, %d steps: max |diff| %.3g (training moved parameters by up to %.3g; "
@@ -217,7 +224,7 @@ int main(int argc, char** argv) {
     // On GPUs the two runs' kernels sum in different orders (other batch shapes), and AdamW's division
     // by sqrt(v) magnifies that for parameters with tiny gradients: a looser bound there.
     const double bound = backend == "nccl" ? 1e-4 : 1e-5;
-    if (moved < 1e-3 || !(kl_max > 0) || worst > bound) {
+    if (moved < 1e-3 || !(kl_max > 0) || peak_token < 0 || worst > bound) {
         std::fprintf(stderr, "FAIL\n");
         return 1;
     }
