@@ -234,11 +234,11 @@ class LearningTable(unittest.TestCase):
                     if "adv" in name:
                         m["coder"]["steps"][0].update(logprob_gap=0.002 * m["iteration"],
                                                       logprob_gap_max=0.5 * m["iteration"])
-                        # Iteration 2's largest update is clipped; the mean of its updates is not what is read.
                         # Iteration 2's step KL is the largest; its peak token was moved by the step's first update.
                         m["coder"]["steps"][0].update(kl=1e-3 * m["iteration"], kl_max=1e5, updates=4, kl_max_at={
                             "token": 25, "text": ":", "update": 1, "logp": -16.2, "old_logp": -0.41,
                             "ref_logp": -0.3, "sampler_logp": -0.40})
+                        # Iteration 2's largest update is clipped; the mean of its updates is not what is read.
                         m["coder"]["steps"][0].update(grad_norm=(0.004, 0.9)[m["iteration"] - 1],
                                                       grad_norm_max=(0.006, 2400.0)[m["iteration"] - 1],
                                                       grad_scale=(0.005, 0.3)[m["iteration"] - 1])
