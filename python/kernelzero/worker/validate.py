@@ -465,10 +465,14 @@ class _Validation:
         if "fail" in (self.checks.get("deterministic"), self.checks.get("no_randomness")):
             self.checks["well_conditioned"] = "skip"  # a run that differs anyway says nothing of rounding
             return
+        default_dtype = torch.get_default_dtype()
         try:
             model = harness.build(self.mod.Model, harness.init_inputs(self.mod, 0), 0, self.device).double()
             xs = harness.to_device(harness.make_inputs(self.mod, 1, "cpu"), self.device, copy=True)
             xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+            # A tensor the forward makes itself (the zero bias of a baddbmm) is float64 too: otherwise
+            # the operator refuses the mix and the check would be skipped for that module.
+            torch.set_default_dtype(torch.float64)
             with torch.no_grad():
                 out64 = model(*xs)
             harness.sync(self.device)
@@ -476,6 +480,8 @@ class _Validation:
             self.checks["well_conditioned"] = "skip"
             self.info["well_conditioned_skipped"] = harness.describe_exception(e)[:300]
             return
+        finally:
+            torch.set_default_dtype(default_dtype)
         out = _leaves(self.out)
         ref = [r.to(o.dtype) if r.is_floating_point() else r for r, o in zip(_leaves(out64), out)]
         res = harness.compare(ref, out)
