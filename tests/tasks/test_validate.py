@@ -141,8 +141,8 @@ class Validation(ValidationCase):
         self.assertEqual(check(variant("        return torch.relu(x).sum(dim=1)"))["checks"]["well_conditioned"],
                          "pass")
         # A forward that makes a float32 tensor itself (the zero bias the symbolic generator gives
-        # baddbmm) runs in float64 too: addmm refuses a float32 bias beside float64 operands, and the
-        # check was skipped for such modules.
+        # baddbmm) runs in float64 too: addmm refuses a float32 bias beside float64 operands, which
+        # would skip the check for such modules.
         cancel, bias = body.rsplit("\n", 1)[0], "torch.zeros(1, device=x.device)"
         r = check(variant(cancel + f"\n        return torch.addmm({bias}, x + torch.sign(s), x.t())"))
         self.assert_only_fails(r, "well_conditioned")
