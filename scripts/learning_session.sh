@@ -23,6 +23,9 @@
 #                     unpacked bytes), so that a call on another machine resumes the arms over the
 #                     same rebuilt Coder (the arm stage refuses another: docs/LEARNING.md, "Across
 #                     machines")
+# KZ_LEARN_CORPUS_ARCHIVE names a packed corpus layout (corpus/, pool.sqlite, pool.corpus: the
+# committed data/learning/corpus-*.tar.xz) unpacked into $DIR when $DIR/corpus is absent, so that a
+# call carries only what the tree does not hold (by-gpu/, an arms pack).
 # Results made over one kind of GPU's Coder (arm A, the seen stage, an arms pack) may be carried under
 # $DIR/by-gpu/KIND/ for each kind a call may land on (KIND a word of nvidia-smi's GPU name: H100,
 # H200): the folder of the machine's kind replaces the same-named entries of $DIR, the others are
@@ -45,6 +48,12 @@ if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
   say "built"
+fi
+if [[ -n ${KZ_LEARN_CORPUS_ARCHIVE:-} && ! -d $DIR/corpus ]]; then
+  # Python's tarfile where tar has no xz at hand.
+  tar xJf "$KZ_LEARN_CORPUS_ARCHIVE" -C "$DIR" 2>/dev/null || python3 -m tarfile -e "$KZ_LEARN_CORPUS_ARCHIVE" "$DIR"
+  [[ -d $DIR/corpus && -f $DIR/pool.sqlite ]] || { say "$KZ_LEARN_CORPUS_ARCHIVE holds no corpus/ and pool.sqlite"; exit 1; }
+  say "corpus unpacked from $KZ_LEARN_CORPUS_ARCHIVE"
 fi
 if [[ -d $DIR/by-gpu ]]; then
   moved=()
