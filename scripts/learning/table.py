@@ -96,6 +96,24 @@ def syntax_failures(eval_dir):
     return sum(v.get("checks", {}).get("syntax") == "fail" for v in vs)
 
 
+def completion_key(c):
+    """A completion's task and sample: the same key in every evaluation of the held-out tasks."""
+    return c["task"], c.get("sample", 0)
+
+
+def written_as_a(eval_dir, a_dir):
+    """How many of an evaluation's completions are arm A's, text for text (the same task and sample),
+    as 'k/n': greedy decoding repeats the SFT Coder's completion until the updates move one of its
+    tokens, so the share left says how far they moved what the Coder writes on tasks they never
+    drew, correct or not. '?' where either kept no completions."""
+    mine, theirs = eval_dir / "completions.jsonl", a_dir / "completions.jsonl"
+    if not (mine.exists() and theirs.exists()):
+        return "?"
+    a = {completion_key(c): c["completion"] for c in jsonl(theirs)}
+    own = jsonl(mine)
+    return f"{sum(a.get(completion_key(c)) == c['completion'] for c in own)}/{len(own)}"
+
+
 def failure_counts(name, eval_dir):
     """An evaluation's verdicts by status, most first, as 'name: runtime_error 77 (17 launch a kernel
     never defined, 42 fail constructing ModelNew), incorrect 12, ...': a kernel launched but never
@@ -592,6 +610,8 @@ def main():
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
         invalid = ", ".join(f"{m['iteration']}: {syntax_failures(run / 'eval' / ('iter-%06d' % m['iteration']))}"
                             for m in its if "eval" in m)
+        as_a = ", ".join(f"{m['iteration']}: {written_as_a(run / 'eval' / ('iter-%06d' % m['iteration']), d / 'arm-A')}"
+                         for m in its if "eval" in m)
         # The trainer computes the KL only where it weighs it (coder_phase.kl_beta > 0).
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in coder_steps(its[-1]) if "kl" in s and weighed]
@@ -600,7 +620,8 @@ def main():
         notes = "".join(f"; {note}" for note in (speed_only(its), logprob_gap(its), gradient_norms(its, clip))
                         if note)
         print(f"<!-- {run.name} held-out completions not valid Python (arm A: "
-              f"{start_invalid}) by iteration: {invalid}; KL to the SFT Coder, last step: "
+              f"{start_invalid}) by iteration: {invalid}; written as arm A's by iteration: {as_a}; "
+              f"KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}{notes} -->")
         end = figures(evals[-1])
         last = [m["iteration"] for m in its if "eval" in m][-1]

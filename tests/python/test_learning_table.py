@@ -149,6 +149,14 @@ class LearningTable(unittest.TestCase):
                         verdicts({0, 2, 3, 4}, fast={2, 3}))
             write_jsonl(d / "arm-B-seed1" / "metrics.jsonl", [iteration(1, 30), iteration(2, 40, evaluated=(2, 1))])
             write_jsonl(d / "arm-B-seed1" / "eval" / "iter-000002" / "verdicts.jsonl", verdicts({0, 1}, fast={0}))
+            # C writes A's completion of task 0 and its own of tasks 1 and 2; the same text for another
+            # task or sample is not A's. B kept no completions.
+            write_jsonl(d / "arm-A" / "completions.jsonl",
+                        [{"task": f"heldout/task_{i:05d}", "sample": 0, "completion": f"a{i}"} for i in range(3)])
+            write_jsonl(d / "arm-C-seed1" / "eval" / "iter-000002" / "completions.jsonl",
+                        [{"task": "heldout/task_00000", "sample": 0, "completion": "a0"},
+                         {"task": "heldout/task_00001", "sample": 0, "completion": "a0"},
+                         {"task": "heldout/task_00002", "sample": 1, "completion": "a2"}])
             # The corpus teaches a->b and b->c: tasks 0-3 take a->b (every), 4-6 a->b->d (some), 7-9 c->a (none).
             write_jsonl(d / "corpus" / "train.jsonl", [{"apis": ["a", "b", "c"]}, {"apis": ["d"]}])
             write_jsonl(d / "corpus" / "heldout" / "manifest.jsonl",
@@ -158,6 +166,10 @@ class LearningTable(unittest.TestCase):
             out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
         lines = out.stdout.splitlines()
         self.assertIn("| C | 1 | 0.200 [0.06, 0.51] | 0.400 [0.17, 0.69] |", out.stdout)
+        self.assertIn("<!-- arm-C-seed1 held-out completions not valid Python (arm A: 0) by iteration: 2: 0; "
+                      "written as arm A's by iteration: 2: 1/3; ", out.stdout)
+        self.assertIn("<!-- arm-B-seed1 held-out completions not valid Python (arm A: 0) by iteration: 2: 0; "
+                      "written as arm A's by iteration: 2: ?; ", out.stdout)
         self.assertIn("arm-C-seed1 at iteration 2 against A, task by task: pass +3 -1 (exact McNemar p = 0.62); "
                       "fast_1 +2 -1 (exact McNemar p = 1.00).", lines)
         self.assertIn("arm-B-seed1 at iteration 2 against A, task by task: pass +0 -0 (exact McNemar p = 1.00); "
