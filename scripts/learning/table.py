@@ -101,17 +101,21 @@ def completion_key(c):
     return c["task"], c.get("sample", 0)
 
 
-def written_as_a(eval_dir, a_dir):
-    """How many of an evaluation's completions are arm A's, text for text (the same task and sample),
+def completions(eval_dir):
+    """An evaluation's completions by task and sample; None when it kept none."""
+    path = eval_dir / "completions.jsonl"
+    return {completion_key(c): c["completion"] for c in jsonl(path)} if path.exists() else None
+
+
+def written_as_a(eval_dir, a):
+    """How many of an evaluation's completions are arm A's (a: completions(arm A)), text for text,
     as 'k/n': greedy decoding repeats the SFT Coder's completion until the updates move one of its
     tokens, so the share left says how far they moved what the Coder writes on tasks they never
     drew, correct or not. '?' where either kept no completions."""
-    mine, theirs = eval_dir / "completions.jsonl", a_dir / "completions.jsonl"
-    if not (mine.exists() and theirs.exists()):
+    own = completions(eval_dir)
+    if own is None or a is None:
         return "?"
-    a = {completion_key(c): c["completion"] for c in jsonl(theirs)}
-    own = jsonl(mine)
-    return f"{sum(a.get(completion_key(c)) == c['completion'] for c in own)}/{len(own)}"
+    return f"{sum(a.get(key) == text for key, text in own.items())}/{len(own)}"
 
 
 def failure_counts(name, eval_dir):
@@ -581,6 +585,7 @@ def main():
     tasks = held_out_tasks(d)
     by_module = [module_followed("arm A", d / "arm-A", tasks)]
     start_invalid = syntax_failures(d / "arm-A")
+    start_completions = completions(d / "arm-A")
     seen_lines = []
     learning_lines = []
     a_seen = outcomes(d / "arm-A-seen")
@@ -608,10 +613,9 @@ def main():
         curve = ", ".join(f"{m['iteration']}: {m['eval'].get('pass_at_k', {}).get('pass@1', 0):.3f}"
                           for m in its if "eval" in m)
         print(f"<!-- {run.name} pass@1 by iteration: {curve} -->")
-        invalid = ", ".join(f"{m['iteration']}: {syntax_failures(run / 'eval' / ('iter-%06d' % m['iteration']))}"
-                            for m in its if "eval" in m)
-        as_a = ", ".join(f"{m['iteration']}: {written_as_a(run / 'eval' / ('iter-%06d' % m['iteration']), d / 'arm-A')}"
-                         for m in its if "eval" in m)
+        eval_dirs = {m["iteration"]: run / "eval" / ("iter-%06d" % m["iteration"]) for m in its if "eval" in m}
+        invalid = ", ".join(f"{it}: {syntax_failures(e)}" for it, e in eval_dirs.items())
+        as_a = ", ".join(f"{it}: {written_as_a(e, start_completions)}" for it, e in eval_dirs.items())
         # The trainer computes the KL only where it weighs it (coder_phase.kl_beta > 0).
         weighed = config.get("coder_phase", {}).get("kl_beta", 0) > 0
         kl = [s["kl"] for s in coder_steps(its[-1]) if "kl" in s and weighed]
@@ -624,8 +628,7 @@ def main():
               f"KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}{notes} -->")
         end = figures(evals[-1])
-        last = [m["iteration"] for m in its if "eval" in m][-1]
-        last_eval = run / "eval" / ("iter-%06d" % last)
+        last, last_eval = list(eval_dirs.items())[-1]
         end_outcomes = outcomes(last_eval)
         pairs.append(against(f"{run.name} at iteration {last} against A", end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
