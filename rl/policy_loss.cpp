@@ -8,8 +8,8 @@ void PolicyLossConfig::validate() const {
     if (!(eps_low >= 0 && eps_low < 1)) throw std::invalid_argument("eps_low must be in [0, 1)");
     if (!(eps_high >= 0)) throw std::invalid_argument("eps_high must be >= 0");
     if (!(kl_beta >= 0)) throw std::invalid_argument("kl_beta must be >= 0");
-    if (kl_estimator != "k3" && kl_estimator != "k3_clamped")
-        throw std::invalid_argument("kl_estimator must be k3 or k3_clamped, not '" + kl_estimator + "'");
+    if (kl_estimator != "k3" && kl_estimator != "k3_clamped" && kl_estimator != "k3+")
+        throw std::invalid_argument("kl_estimator must be k3, k3_clamped or k3+, not '" + kl_estimator + "'");
 }
 
 torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
@@ -33,7 +33,14 @@ torch::Tensor policy_loss(const torch::Tensor& logp, const torch::Tensor& old_lo
     if (cfg.kl_beta > 0) {
         auto d = ref_logp.to(lp.device(), torch::kFloat32) - lp;  // log(pi_ref / pi)
         k3 = torch::exp(d) - d - 1.0;                             // unbiased, >= 0
-        kl = cfg.kl_estimator == "k3_clamped" ? k3.clamp_max(PolicyLossConfig::kKlClamp) : k3;
+        if (cfg.kl_estimator == "k3_clamped") {
+            kl = k3.clamp_max(PolicyLossConfig::kKlClamp);
+        } else if (cfg.kl_estimator == "k3+") {
+            auto k2 = 0.5 * d.square();  // its gradient, (logp - logp_ref) d logp, is the one kept
+            kl = k3.detach() + (k2 - k2.detach());
+        } else {
+            kl = k3;
+        }
         per_token = per_token + cfg.kl_beta * kl;
     }
     auto count = m.sum().clamp_min(1.0);

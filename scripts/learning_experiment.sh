@@ -12,13 +12,13 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr (lr=0: the control, never updated), its
 #                                                   lr's warm-up over N AdamW steps, its AdamW steps
 #                                                   an iteration (mb, 4 otherwise), its sampling
-#                                                   temperature in the Coder steps, the KL's estimator,
-#                                                   the advantage (dr_grpo: no std division), or only
+#                                                   temperature in the Coder steps, the KL's estimator
+#                                                   and weight (0.04 otherwise), the advantage (dr_grpo: no std division), or only
 #                                                   the seen stage's 40 tasks to train on (does RL
 #                                                   raise what it trains on?), or the first N of them
 #                                                   (seen16: each drawn in every iteration)
@@ -43,7 +43,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -162,7 +162,7 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 warmup=0 mb=4 temp=1.0 kl=k3 adv=grpo tasks=pool every=8 variant=
+  lr=1e-3 warmup=0 mb=4 temp=1.0 kl=k3 beta=0.04 adv=grpo tasks=pool every=8 variant=
   at_end=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)  # every = this: evaluated at the end only
   for option in "${@:4}"; do
     case $option in
@@ -170,16 +170,18 @@ arm)
     warmup=?*) warmup=${option#warmup=} ;;
     mb=?*) mb=${option#mb=} ;;
     temp=?*) temp=${option#temp=} ;;
-    kl=k3_clamped) kl=k3_clamped ;;
+    kl=k3_clamped | kl=k3+) kl=${option#kl=} ;;
+    beta=?*) beta=${option#beta=} ;;
     adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations). seenN: the
     # first N of them, so that an iteration's tasks_per_step draws each of them (N <= 16) every time.
     tasks=seen | tasks=seen[1-9]*) tasks=${option#tasks=} every=$at_end ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, kl=k3+, beta=VALUE, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
   [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
+  [[ $beta =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "beta=$beta is not a number" >&2; exit 2; }
   # lr=0 is the control: the SFT Coder sampled and verified on the arms' draws, never updated. Its
   # held-out evaluation is arm A's, so it is evaluated at its end only.
   [[ $lr =~ ^[0.]+$ ]] && every=$at_end
@@ -216,7 +218,7 @@ arm)
       cp "$DIR/pool.sqlite" "$run.tasks.tmp.sqlite" && mv "$run.tasks.tmp.sqlite" "$run.tasks.sqlite"
     fi
   fi
-  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|; s|@ADVANTAGE@|$adv|" \
+  sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|; s|@KL_BETA@|$beta|; s|@ADVANTAGE@|$adv|" \
       -e "s|@WARMUP@|$warmup|; s|@MINI_BATCHES@|$mb|" \
       -e "s|@TEMPERATURE@|$temp|; s|@EVAL_EVERY@|$every|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \

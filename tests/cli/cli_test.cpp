@@ -780,7 +780,8 @@ TEST_F(TrainTest, BadConfigurationsAreClearErrors) {
         {"train", "--config", write("g.toml", "[coder]\ntokenizer = \"x\"\n[coder_phase]\nkl_estimator = \"k2\"\n")},
         dir);
     EXPECT_EQ(estimator.code, 2);
-    EXPECT_NE(estimator.err.find("coder_phase: kl_estimator must be k3 or k3_clamped, not 'k2'"), std::string::npos)
+    EXPECT_NE(estimator.err.find("coder_phase: kl_estimator must be k3, k3_clamped or k3+, not 'k2'"),
+              std::string::npos)
         << estimator.err;
     // A launcher's environment with more ranks on this host than in the world: named, before any
     // rank connects.

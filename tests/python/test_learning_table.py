@@ -324,6 +324,7 @@ class LearningTable(unittest.TestCase):
         self.assertEqual(t.parent_variant("C temp0.7-lr3e-4"), "C temp0.7")
         self.assertEqual(t.parent_variant("C tasksseen16-advdr_grpo-temp0.7-klk3_clamped"),
                          "C tasksseen16-advdr_grpo-temp0.7")
+        self.assertEqual(t.parent_variant("C advdr_grpo-temp0.7-klk3+-beta0.2"), "C advdr_grpo-temp0.7-klk3+")
         # One option over C is paired with C; a last option of tasks= changes the draws; B and C itself.
         for arm in ("C advdr_grpo", "C advdr_grpo-tasksseen16", "B advdr_grpo-temp0.7", "C"):
             self.assertIsNone(t.parent_variant(arm), arm)

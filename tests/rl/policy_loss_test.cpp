@@ -51,7 +51,7 @@ TEST(PolicyLoss, K3KlToTheReference) {
     EXPECT_GE(st.kl, 0.0);
 }
 
-TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
+TEST(PolicyLoss, KlEstimatorsOnATokenFarBelowTheReference) {
     // Two counted tokens, no advantage: the loss is the KL alone. Token 0 has pi_ref / pi = e^4
     // (k3 = e^4 - 5 = 49.6, over the clamp), token 1 pi_ref / pi = 1.5 (k3 = 0.5 - ln 1.5 + 1 - 1);
     // the third is masked, and its k3 (e^9 - 10) counts in neither the loss nor the largest token.
@@ -59,7 +59,7 @@ TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
     auto ref = torch::tensor({{4.0, std::log(r1), 9.0}});
     auto mask = torch::tensor({{1.0, 1.0, 0.0}});
     const double k3_0 = std::exp(4.0) - 4.0 - 1.0, k3_1 = r1 - std::log(r1) - 1.0;
-    for (const char* estimator : {"k3", "k3_clamped"}) {
+    for (const std::string estimator : {"k3", "k3_clamped", "k3+"}) {
         auto logp = torch::zeros({1, 3}).requires_grad_(true);
         kz::PolicyLossConfig cfg;
         cfg.kl_beta = 1.0;
@@ -67,9 +67,10 @@ TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
         kz::PolicyLossStats st;
         auto loss = kz::policy_loss(logp, torch::zeros({1, 3}), ref, torch::zeros({1}), mask, cfg, &st);
         loss.backward();
-        const bool clamped = std::string(estimator) == "k3_clamped";
+        const bool clamped = estimator == "k3_clamped", k2_gradient = estimator == "k3+";
         const double kl0 = clamped ? kz::PolicyLossConfig::kKlClamp : k3_0;
         EXPECT_NEAR(st.kl, (kl0 + k3_1) / 2, 1e-4) << estimator;
+        EXPECT_NEAR(loss.item<double>(), (kl0 + k3_1) / 2, 1e-4) << estimator;
         EXPECT_NEAR(st.kl_max, k3_0, 1e-4) << estimator;  // unclamped either way
         // Where it is, and the log-probs there (the masked token's larger k3 is not it).
         EXPECT_EQ(st.kl_max_row, 0);
@@ -77,10 +78,13 @@ TEST(PolicyLoss, ClampedK3GivesATokenFarBelowTheReferenceNoGradient) {
         EXPECT_EQ(st.kl_max_logp, 0.0);
         EXPECT_EQ(st.kl_max_old_logp, 0.0);
         EXPECT_NEAR(st.kl_max_ref_logp, 4.0, 1e-6);
-        // d k3 / d logp = 1 - pi_ref / pi, over 2 tokens; the clamped token's is 0.
+        // d k3 / d logp = 1 - pi_ref / pi, over 2 tokens; the clamped token's is 0; k3+'s is k2's,
+        // logp - logp_ref.
         auto g = logp.grad();
-        EXPECT_NEAR(g[0][0].item<double>(), clamped ? 0.0 : (1 - std::exp(4.0)) / 2, 1e-4) << estimator;
-        EXPECT_NEAR(g[0][1].item<double>(), (1 - r1) / 2, 1e-6) << estimator;
+        const double g0 = clamped ? 0.0 : k2_gradient ? -4.0 / 2 : (1 - std::exp(4.0)) / 2;
+        const double g1 = k2_gradient ? -std::log(r1) / 2 : (1 - r1) / 2;
+        EXPECT_NEAR(g[0][0].item<double>(), g0, 1e-4) << estimator;
+        EXPECT_NEAR(g[0][1].item<double>(), g1, 1e-6) << estimator;
         EXPECT_EQ(g[0][2].item<double>(), 0.0) << estimator;
     }
     kz::PolicyLossConfig unknown;
