@@ -2,8 +2,8 @@
 # Build and test on a GPU machine with no network, against that machine's own torch:
 #   scripts/gpu_test.sh [build-dir]
 # Needs: python3 with torch (and triton), cmake, ninja, a C++ compiler, the CUDA toolkit; the Debian
-# -dev packages of scripts/fetch_gpu_deps.sh in .deps/debs (carried with the repo), which are
-# unpacked into .deps/prefix. KZ_BUILD_TARGET="T ..." builds only those targets. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
+# -dev packages of scripts/fetch_gpu_deps.sh in .deps/debs (carried with the repo), which
+# scripts/gpu_deps.sh unpacks into .deps/prefix. KZ_BUILD_TARGET="T ..." builds only those targets. Runs the `gpu` test label and prints a summary; logs go to $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
@@ -13,10 +13,7 @@ mkdir -p "$LOGS"
 PY=${KZ_PYTHON:-python3}
 
 PREFIX=$ROOT/.deps/prefix
-if [[ -d .deps/debs ]]; then
-  mkdir -p "$PREFIX"
-  for deb in .deps/debs/*.deb; do dpkg -x "$deb" "$PREFIX"; done
-fi
+bash scripts/gpu_deps.sh || { echo "the -dev packages of .deps/debs do not unpack"; exit 1; }
 TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)') || { echo "python3 has no torch"; exit 1; }
 ARCH=$($PY -c 'import torch; m,n=torch.cuda.get_device_capability(); print(f"{m}.{n}")' 2>/dev/null || echo 9.0)
 echo "[gpu_test] torch $($PY -c 'import torch; print(torch.__version__)') at $TORCH_PREFIX, arch $ARCH"

@@ -23,6 +23,9 @@
 #                     unpacked bytes), so that a call on another machine resumes the arms over the
 #                     same rebuilt Coder (the arm stage refuses another: docs/LEARNING.md, "Across
 #                     machines")
+#   kernelzero.tgz    with KZ_LEARN_PACK_BIN=1: build-gpu/kernelzero and the stamp of what it was built
+#                     from; carried back as build-gpu/kernelzero.tgz, a later call on a fresh machine
+#                     runs it instead of building (~100 s) where the stamp is that call's own
 # KZ_LEARN_CORPUS_ARCHIVE names a packed corpus layout (corpus/, pool.sqlite, pool.corpus: the
 # committed data/learning/corpus-*.tar.xz) unpacked into $DIR when $DIR/corpus is absent, so that a
 # call carries only what the tree does not hold (by-gpu/, an arms pack).
@@ -44,9 +47,32 @@ say() { echo "[session +$(( SECONDS - S ))s] $*" | tee -a "$LOG"; }
 gpus=$(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null)
 gpu=$(head -1 <<< "$gpus") && gpu=${gpu%%,*}  # the first GPU's name
 say "$(git rev-parse --short HEAD 2>/dev/null) ($(git status --short 2>/dev/null | wc -l) paths changed); $gpus"
+# What a build of kernelzero here depends on: this checkout's path (the binary names its python/ and
+# .deps/prefix), the C++ sources and build scripts, the torch it links and the GPU's architecture.
+build_stamp() {
+  { pwd; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_capability())' 2>/dev/null
+    find . \( -path ./.deps -o -path './build*' -o -path ./.venv -o -path ./runs -o -path ./.git \) -prune -o -type f \
+      \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt -o -name '*.cmake' \
+      -o -name gpu_test.sh \) -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16
+}
+if [[ -z ${KZ_BIN:-} ]]; then
+  stamp=$(build_stamp)
+  # A build carried from an earlier call's kernelzero.tgz, used only where it is this call's build.
+  if [[ -f build-gpu/kernelzero.tgz ]]; then
+    tar xzf build-gpu/kernelzero.tgz -C build-gpu && rm -f build-gpu/kernelzero.tgz
+    if [[ $(cat build-gpu/kernelzero.stamp 2>/dev/null) == "$stamp" ]] && bash scripts/gpu_deps.sh \
+      && build-gpu/kernelzero info > /dev/null 2>&1; then
+      say "carried build $stamp used"
+    else
+      say "carried build $(cat build-gpu/kernelzero.stamp 2>/dev/null) is not this call's ($stamp): building"
+      rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
+    fi
+  fi
+fi
 if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
+  [[ -z ${KZ_BIN:-} ]] && echo "$stamp" > build-gpu/kernelzero.stamp
   say "built"
 fi
 if [[ -n ${KZ_LEARN_CORPUS_ARCHIVE:-} && ! -d $DIR/corpus ]]; then
@@ -124,6 +150,9 @@ if [[ ${KZ_LEARN_PACK_ARMS:-0} == 1 ]]; then
   (( ${#packed[@]} )) && tar czf - -C "$DIR" "${left_out[@]}" --exclude='arm-*/rollouts.jsonl' --exclude='*.lock' \
     "${packed[@]}" \
     | split -b 15m - "$OUTD/arms.tgz."
+fi
+if [[ ${KZ_LEARN_PACK_BIN:-0} == 1 && -f build-gpu/kernelzero.stamp ]]; then
+  tar czf "$OUTD/kernelzero.tgz" -C build-gpu kernelzero kernelzero.stamp
 fi
 # One archive of the stages' logs: a device call brings back at most 8 files.
 logs=()
