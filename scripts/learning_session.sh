@@ -60,12 +60,15 @@ if [[ -z ${KZ_BIN:-} ]]; then
   # A build carried from an earlier call's kernelzero.tgz, used only where it is this call's build.
   if [[ -f build-gpu/kernelzero.tgz ]]; then
     tar xzf build-gpu/kernelzero.tgz -C build-gpu && rm -f build-gpu/kernelzero.tgz
-    if [[ $(cat build-gpu/kernelzero.stamp 2>/dev/null) == "$stamp" ]] && bash scripts/gpu_deps.sh \
-      && build-gpu/kernelzero info > /dev/null 2>&1; then
-      say "carried build $stamp used"
-    else
-      say "carried build $(cat build-gpu/kernelzero.stamp 2>/dev/null) is not this call's ($stamp): building"
+    carried=$(cat build-gpu/kernelzero.stamp 2>/dev/null)
+    if [[ $carried != "$stamp" ]]; then
+      say "carried build ${carried:-without a stamp} is not this call's ($stamp): building"
       rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
+    elif ! bash scripts/gpu_deps.sh || ! build-gpu/kernelzero info > /dev/null 2>&1; then
+      say "carried build $stamp does not run here: building"
+      rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
+    else
+      say "carried build $stamp used"
     fi
   fi
 fi
