@@ -18,10 +18,11 @@
 #                                                   lr's warm-up over N AdamW steps, its AdamW steps
 #                                                   an iteration (mb, 4 otherwise), its sampling
 #                                                   temperature in the Coder steps, the KL's estimator
-#                                                   and weight (0.04 otherwise), the advantage (dr_grpo: no std division), or only
-#                                                   the seen stage's 40 tasks to train on (does RL
-#                                                   raise what it trains on?), or the first N of them
-#                                                   (seen16: each drawn in every iteration)
+#                                                   and weight (0.04 otherwise), the advantage
+#                                                   (dr_grpo: no std division), or only the seen
+#                                                   stage's 40 tasks to train on (does RL raise what
+#                                                   it trains on?), or the first N of them (seen16:
+#                                                   each drawn in every iteration)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly

@@ -55,27 +55,26 @@ build_stamp() {
       \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt -o -name '*.cmake' \
       -o -name gpu_test.sh \) -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16
 }
-if [[ -z ${KZ_BIN:-} ]]; then
-  stamp=$(build_stamp)
-  # A build carried from an earlier call's kernelzero.tgz, used only where it is this call's build.
-  if [[ -f build-gpu/kernelzero.tgz ]]; then
-    tar xzf build-gpu/kernelzero.tgz -C build-gpu && rm -f build-gpu/kernelzero.tgz
-    carried=$(cat build-gpu/kernelzero.stamp 2>/dev/null)
-    if [[ $carried != "$stamp" ]]; then
-      say "carried build ${carried:-without a stamp} is not this call's ($stamp): building"
-      rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
-    elif ! bash scripts/gpu_deps.sh || ! build-gpu/kernelzero info > /dev/null 2>&1; then
-      say "carried build $stamp does not run here: building"
-      rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
-    else
-      say "carried build $stamp used"
-    fi
+# A build carried from an earlier call's kernelzero.tgz, used only where it is this call's build.
+if [[ -z ${KZ_BIN:-} && -f build-gpu/kernelzero.tgz ]]; then
+  tar xzf build-gpu/kernelzero.tgz -C build-gpu && rm -f build-gpu/kernelzero.tgz
+  stamp=$(build_stamp) carried=$(cat build-gpu/kernelzero.stamp 2>/dev/null) refused=
+  if [[ $carried != "$stamp" ]]; then
+    refused="${carried:-without a stamp} is not this call's ($stamp)"
+  elif ! bash scripts/gpu_deps.sh || ! build-gpu/kernelzero info > /dev/null 2>&1; then
+    refused="$stamp does not run here"
+  fi
+  if [[ -n $refused ]]; then
+    say "carried build $refused: building"
+    rm -f build-gpu/kernelzero build-gpu/kernelzero.stamp
+  else
+    say "carried build $stamp used"
   fi
 fi
 if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   KZ_BUILD_TARGET=kernelzero KZ_TEST_LABEL=none bash scripts/gpu_test.sh build-gpu >> "$LOG" 2>&1 \
     || { say "build failed"; tail -30 "$LOG"; exit 1; }
-  [[ -z ${KZ_BIN:-} ]] && echo "$stamp" > build-gpu/kernelzero.stamp
+  [[ -z ${KZ_BIN:-} ]] && build_stamp > build-gpu/kernelzero.stamp
   say "built"
 fi
 if [[ -n ${KZ_LEARN_CORPUS_ARCHIVE:-} && ! -d $DIR/corpus ]]; then
