@@ -25,7 +25,7 @@
 #                     machines")
 #   kernelzero.tgz    with KZ_LEARN_PACK_BIN=1: build-gpu/kernelzero and the stamp of what it was built
 #                     from; carried back as build-gpu/kernelzero.tgz, a later call on a fresh machine
-#                     runs it instead of building (~100 s) where the stamp is that call's own
+#                     runs it instead of building again where the stamp is that call's own
 # KZ_LEARN_CORPUS_ARCHIVE names a packed corpus layout (corpus/, pool.sqlite, pool.corpus: the
 # committed data/learning/corpus-*.tar.xz) unpacked into $DIR when $DIR/corpus is absent, so that a
 # call carries only what the tree does not hold (by-gpu/, an arms pack).
