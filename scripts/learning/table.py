@@ -508,28 +508,32 @@ def per_task_learning(d, run, its, config):
     (LEARN_DIR/arm-X-seedN.tasks.sqlite: an attempt per sample, by the iteration's policy): of the
     tasks its replay drew in both halves of its iterations, each task's pass rate over its draws in
     the first half against the second, at the sampling temperature. A tasks=seen arm draws each of
-    its 40 tasks ~6 times; an arm on the whole pool rarely draws one twice. None without the pool
-    copy or with fewer than 5 such tasks."""
+    its 40 tasks ~6 times; an arm on the whole pool rarely draws one twice (the line counts the tasks
+    drawn in one iteration only). None without the pool copy or with fewer than 5 such tasks."""
     rows = training_attempts(d, run, its, "task_id, correct")
     if rows is None:
         return None
     last = max(m["iteration"] for m in its)
     half = last // 2
     draws = {}  # task -> [[correct, samples] in the first half, in the second]
+    drawn_in = {}  # task -> the iterations that drew it
     for iteration, task, ok in rows:
         counts = draws.setdefault(task, [[0, 0], [0, 0]])[iteration > half]
         counts[0] += ok
         counts[1] += 1
+        drawn_in.setdefault(task, set()).add(iteration)
+    once = sum(len(iterations) == 1 for iterations in drawn_in.values())
     both = [(e[0] / e[1], l[0] / l[1]) for e, l in draws.values() if e[1] and l[1]]
     if len(both) < 5:
         return None
     up, down = sum(l > e for e, l in both), sum(l < e for e, l in both)
     temperature = config.get("coder_phase", {}).get("temperature")
     return (f"{run.name}, per task on its training draws"
-            f"{f' (temperature {temperature:g})' if temperature is not None else ''}: {len(both)} tasks drawn in "
-            f"both halves of its {last} iterations (1-{half}, {half + 1}-{last}); their mean pass rate "
-            f"{sum(e for e, _ in both) / len(both):.3f} -> {sum(l for _, l in both) / len(both):.3f}; up in {up}, "
-            f"down in {down}, level in {len(both) - up - down} (exact sign test p = {mcnemar(up, down):.2f}).")
+            f"{f' (temperature {temperature:g})' if temperature is not None else ''}: of {len(draws)} tasks drawn, "
+            f"{once} in one iteration only; {len(both)} drawn in both halves of its {last} iterations "
+            f"(1-{half}, {half + 1}-{last}); their mean pass rate {sum(e for e, _ in both) / len(both):.3f} -> "
+            f"{sum(l for _, l in both) / len(both):.3f}; up in {up}, down in {down}, level in "
+            f"{len(both) - up - down} (exact sign test p = {mcnemar(up, down):.2f}).")
 
 
 def training_failures(d, run, its):

@@ -306,8 +306,8 @@ class LearningTable(unittest.TestCase):
             "KL to the SFT Coder, last step: 2.00e-03, largest: 2.00e-03 at iteration 2 (its largest token: 1.00e+05, "
             "\":\" scored in update 2 of 4: log-prob -16.2 there, -0.4 at the step's start (-0.4 for the sampler), "
             "-0.3 under the reference);") in line for line in lines), out.stdout)
-        self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): 5 tasks drawn in both "
-                      "halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
+        self.assertIn("arm-C-seed1-tasksseen, per task on its training draws (temperature 1): of 6 tasks drawn, 1 in "
+                      "one iteration only; 5 drawn in both halves of its 4 iterations (1-2, 3-4); their mean pass rate 0.450 -> 0.500; up in 2, down in 1, "
                       "level in 2 (exact sign test p = 1.00).", lines)
         # Iteration 1 drew 48 samples, iteration 3 40; the probe's and the interrupted iteration's are not the arm's.
         self.assertIn("arm-C-seed1-tasksseen, training samples correct/runtime errors/format errors by iteration: "
