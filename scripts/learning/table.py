@@ -536,6 +536,30 @@ def per_task_learning(d, run, its, config):
             f"{len(both) - up - down} (exact sign test p = {mcnemar(up, down):.2f}).")
 
 
+def proposals(run, its):
+    """What an arm's propose stage (arm D) gave its Coder: the Proposer's modules, how many were valid and
+    new, the symbolic generator's fill-in, how many of the measured modules the Coder's probes put in
+    the band (passed sometimes, not always: the groups a step can learn from), and the pool's band
+    modules beside its replayed tasks; with the groups without signal, the quantity D is meant to
+    lower against C's uniform draws. None for an arm without a propose stage."""
+    rounds = [m for m in its if "propose" in m]
+    if not rounds:
+        return None
+    total = {k: sum(m["propose"].get(k, 0) for m in rounds)
+             for k in ("proposals", "valid", "valid_from_proposer", "symbolic", "modules_measured", "in_band")}
+    updated = sum(bool(m["propose"].get("updated")) for m in rounds)
+    band = sum(m.get("pool", {}).get("from_band", 0) for m in rounds) / len(rounds)
+    replayed = sum(m.get("pool", {}).get("replayed", 0) for m in rounds) / len(rounds)
+    steps = [s for m in its for s in coder_steps(m) if "zero_signal_groups" in s]
+    signal = (f"; groups without signal {sum(s['zero_signal_groups'] for s in steps) / len(steps):.1f} of "
+              f"{sum(s['groups'] for s in steps) / len(steps):.1f} a step" if steps else "")
+    return (f"{run.name}, propose over {len(rounds)} iterations: the Proposer wrote {total['proposals']} modules, "
+            f"{total['valid']} valid ({total['valid_from_proposer']} new ones measured), the symbolic generator "
+            f"added {total['symbolic']}; of the {total['modules_measured']} measured, {total['in_band']} in the "
+            f"band; the Proposer updated in {updated} of them; the Coder's pool {band:.1f} band modules and "
+            f"{replayed:.1f} replayed tasks an iteration{signal}.")
+
+
 def training_failures(d, run, its):
     """How an arm's training samples ended, by iteration, from its pool copy: correct, runtime errors
     (a kernel that does not run) and format errors (no valid Python candidate: mostly a slip of
@@ -607,6 +631,7 @@ def main():
         learning_lines.append(seen_curve(run, its, config))
         learning_lines.append(per_task_learning(d, run, its, config))
         learning_lines.append(training_failures(d, run, its))
+        learning_lines.append(proposals(run, its))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its

@@ -361,6 +361,27 @@ class LearningTable(unittest.TestCase):
                              "iteration of 8 each time: 2/4/0, 5/0/3.")
             self.assertIsNone(t.training_failures(d, Path("arm-C-seed2"), [iteration(1, 2)]))  # no pool copy
 
+    def test_an_arms_propose_stage_what_it_gave_the_coder(self):
+        t = load_script("table")
+        its = []
+        # Iteration 1: 16 proposals, 3 valid (2 new), the symbolic generator's 1, 1 of the 3 measured in
+        # the band; iteration 2: none valid, 2 symbolic, both in the band, the Proposer updated.
+        for it, (valid, new, symbolic, band, updated, zero) in enumerate(
+                ((3, 2, 1, 1, False, 9), (0, 0, 2, 2, True, 6)), start=1):
+            m = iteration(it, 40)
+            m["propose"] = {"proposals": 16, "parsed": 12, "valid": valid, "valid_from_proposer": new,
+                            "symbolic": symbolic, "modules_measured": new + symbolic, "in_band": band,
+                            "updated": updated}
+            m["pool"] = {"from_band": band, "replayed": 16, "size": band + 16}
+            m["coder"]["steps"][0].update({"groups": 16, "zero_signal_groups": zero})
+            its.append(m)
+        self.assertEqual(t.proposals(Path("arm-D-seed1"), its),
+                         "arm-D-seed1, propose over 2 iterations: the Proposer wrote 32 modules, 3 valid (2 new ones "
+                         "measured), the symbolic generator added 3; of the 5 measured, 3 in the band; the Proposer "
+                         "updated in 1 of them; the Coder's pool 1.5 band modules and 16.0 replayed tasks an "
+                         "iteration; groups without signal 7.5 of 16.0 a step.")
+        self.assertIsNone(t.proposals(Path("arm-C-seed1"), [iteration(1, 40)]))  # no propose stage
+
     def test_a_seen_n_arm_on_the_seen_tasks_it_trained_on_and_the_others(self):
         t = load_script("table")
         with tempfile.TemporaryDirectory() as tmp:
