@@ -55,20 +55,27 @@ seen_tasks() {
   cp -t "$DIR/seen-tasks.tmp" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
   mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
 }
-# Whatever is made over the SFT Coder (an arm's run, a bench of it) is resumed over the same Coder only:
-# a session rebuilds the Coder (it cannot travel), and the rebuild repeats it on the same kind of GPU
-# only (docs/LEARNING.md, "Across machines"). Its fingerprint goes beside a result made from now on
-# (OUT.base); a result without one is resumed unchecked.
+# A model directory's fingerprint: its files' contents.
+fingerprint() { (cd "$1" && sha256sum -- * | sha256sum | cut -c1-16); }
+# Whatever is made over the SFT Coder (an arm's run, a bench of it) is resumed over the same Coder only,
+# and arm D over the same SFT Proposer too (same_coder RESULT proposer): a session rebuilds both (they
+# cannot travel), and the rebuild repeats them on the same kind of GPU only (docs/LEARNING.md, "Across
+# machines"). Their fingerprints go beside a result made from now on (RESULT.base: the Coder's, then
+# the Proposer's); a result without one is resumed unchecked.
 same_coder() {
   [[ -d $DIR/sft/model ]] || { echo "no SFT Coder in $DIR/sft/model: run the sft stage first" >&2; exit 2; }
-  [[ -n ${coder_sha:-} ]] || coder_sha=$(cd "$DIR/sft/model" && sha256sum -- * | sha256sum | cut -c1-16)
+  [[ -n ${coder_sha:-} ]] || coder_sha=$(fingerprint "$DIR/sft/model")
+  local base=$coder_sha models="SFT Coder"
+  if [[ ${2:-} == proposer ]]; then
+    base+=" $(fingerprint "$DIR/proposer_sft/model")" models="SFT Coder and Proposer"
+  fi
   if [[ -f $1.base ]]; then
-    [[ $(cat "$1.base") == "$coder_sha" ]] || {
-      echo "$1 was made over another SFT Coder (fingerprint $(cat "$1.base"), now $coder_sha: rebuilt on another kind of GPU?); move it away to start it afresh" >&2
+    [[ $(cat "$1.base") == "$base" ]] || {
+      echo "$1 was made over another $models (fingerprint $(cat "$1.base"), now $base: rebuilt on another kind of GPU?); move it away to start it afresh" >&2
       exit 2
     }
   elif [[ ! -e $1 ]]; then
-    echo "$coder_sha" > "$1.base"
+    echo "$base" > "$1.base"
   fi
 }
 case $stage in
@@ -108,6 +115,7 @@ sft | proposer)
     "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" "${held_out[@]}" --out "$out" --device "$DEV" \
       "${resume[@]}"
   fi
+  [[ $stage == proposer ]] && echo "SFT Proposer fingerprint $(fingerprint "$out/model")"
   if [[ $stage == sft ]]; then
     # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
     same_coder "$DIR/arm-A"
@@ -199,7 +207,7 @@ arm)
     fi
   fi
   run=$DIR/arm-$arm-seed$seed$variant
-  same_coder "$run"
+  if [[ $propose == true ]]; then same_coder "$run" proposer; else same_coder "$run"; fi
   # Each arm trains on its own copy of the pool: its proposals and attempts stay its own. A tasks=seen
   # arm's pool holds the seen stage's tasks only (validated again on import: teach's validations are
   # not carried with the corpus).

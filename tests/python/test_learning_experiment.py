@@ -1,0 +1,75 @@
+"""scripts/learning_experiment.sh's arm stage resumes a result only over the models it was made over:
+every arm's over the same SFT Coder, arm D's over the same SFT Proposer too (their fingerprints in
+RESULT.base). The binary is a stand-in that does nothing, in a copy of the script under a temporary
+checkout."""
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+class SameModels(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = Path(self.tmp.name) / "checkout"
+        (self.root / "scripts" / "learning").mkdir(parents=True)
+        shutil.copy(SCRIPTS / "learning_experiment.sh", self.root / "scripts")
+        shutil.copy(SCRIPTS / "learning" / "arm.toml", self.root / "scripts" / "learning")
+        self.bin = Path(self.tmp.name) / "kernelzero"
+        self.bin.write_text("#!/bin/sh\nexit 0\n")
+        self.bin.chmod(0o755)
+        self.dir = self.root / "runs" / "learning"
+        for model, weights in (("sft", "coder"), ("proposer_sft", "proposer")):
+            (self.dir / model / "model").mkdir(parents=True)
+            (self.dir / model / "model" / "model.safetensors").write_text(weights)
+        (self.dir / "pool.sqlite").write_text("")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def arm(self, *args):
+        return subprocess.run(["bash", "scripts/learning_experiment.sh", "arm", *args], cwd=self.root,
+                              capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "KZ_BIN": str(self.bin)})
+
+    def base(self, run):
+        return (self.dir / f"{run}.base").read_text().split()
+
+    def test_arm_d_resumes_over_the_same_coder_and_proposer_only(self):
+        first = self.arm("D", "1")
+        self.assertEqual(first.returncode, 0, first.stdout + first.stderr)
+        coder, proposer = self.base("arm-D-seed1")
+        self.assertRegex(coder, r"^[0-9a-f]{16}$")
+        self.assertNotEqual(coder, proposer)
+        self.assertEqual(self.arm("D", "1").returncode, 0)
+
+        # B and C load no Proposer: the Coder's fingerprint alone, the one arm D's starts with.
+        self.assertEqual(self.arm("C", "1").returncode, 0)
+        self.assertEqual(self.base("arm-C-seed1"), [coder])
+
+        # Another Proposer (rebuilt on another kind of GPU): D is refused, C still resumes.
+        (self.dir / "proposer_sft" / "model" / "model.safetensors").write_text("another proposer")
+        refused = self.arm("D", "1")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("made over another SFT Coder and Proposer", refused.stderr)
+        self.assertIn(f"fingerprint {coder} {proposer}, now {coder} ", refused.stderr)
+        self.assertEqual(self.arm("C", "1").returncode, 0)
+
+        # Another Coder: both refused.
+        (self.dir / "sft" / "model" / "model.safetensors").write_text("another coder")
+        for arm in ("C", "D"):
+            self.assertEqual(self.arm(arm, "1").returncode, 2, arm)
+
+    def test_arm_d_needs_the_proposer(self):
+        shutil.rmtree(self.dir / "proposer_sft")
+        refused = self.arm("D", "1")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("arm D needs the SFT Proposer", refused.stderr)
+        self.assertFalse((self.dir / "arm-D-seed1.base").exists())
+
+
+if __name__ == "__main__":
+    unittest.main()
