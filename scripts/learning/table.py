@@ -579,12 +579,23 @@ def training_failures(d, run, its):
     return f"{run.name}, training samples correct/runtime errors/format errors by iteration{each}: {', '.join(cells)}."
 
 
+def stage_command(arm, seed):
+    """The scripts/learning_experiment.sh stage that makes an arm's row: "C advdr_grpo-lr3e-4" at seed 1
+    is `arm C 1 adv=dr_grpo lr=3e-4` (the run's name joins each option without its "="); arm A's is
+    `sft`."""
+    if arm == "A":
+        return "`sft`"
+    name, _, variant = arm.partition(" ")
+    options = [re.sub(rf"^({OPTION_NAMES})", r"\1=", option) for option in OPTION.findall(variant)]
+    return "`" + " ".join(["arm", name, str(seed), *options]) + "`"
+
+
 def row(arm, seed, start, end, pool, iterations, verified, tokens, wall):
     g = f"{end['geomean']:.3f}x" if end.get("geomean") else "-"
     return (f"| {arm} | {seed} | {share(start['pass1'], start['n'])} | {share(end['pass1'], end['n'])} | "
             f"{share(start['fast1'], start['n'])} | {share(end['fast1'], end['n'])} | "
             f"{share(end['fast1_compile'], end['n'])} | {g} | {pool} | {iterations} | {verified} | {tokens} | "
-            f"{wall:.0f} s |")
+            f"{wall:.0f} s | {stage_command(arm, seed)} |")
 
 
 def main():
@@ -601,8 +612,8 @@ def main():
     start = figures(json.loads(a.read_text())["overall"])
     print("| arm | seed | pass@1 start | pass@1 end | fast_1 start | fast_1 end | fast_1 vs compile, end | "
           "geomean vs eager, end | training pass rate, first 5 -> last 5 iterations | iterations | verifications | "
-          "tokens sampled | wall |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "tokens sampled | wall | stage (scripts/learning_experiment.sh) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(row("A", "-", start, start, "-", 0, 0, 0, 0.0))
     ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
     correct = {}  # (arm, seed) -> {iteration: correct samples}

@@ -218,7 +218,11 @@ class LearningTable(unittest.TestCase):
         self.assertIn("| B lr3e-4 | 1 |", out.stdout)
         self.assertNotIn("| C | 1 |", out.stdout)
         self.assertIn("| C tasksseen | 1 | 0.200 [0.06, 0.51] | - | 0.100 [0.02, 0.40] | - | - | - | 0.625 -> 0.625 | "
-                      "2 | 256 | 2000 | 20 s |", lines)
+                      "2 | 256 | 2000 | 20 s | `arm C 1 tasks=seen` |", lines)
+        # Each row names the stage that made it, its options as the run's name orders them.
+        self.assertTrue(any(line.startswith("| A | - |") and line.endswith(" | `sft` |") for line in lines))
+        self.assertTrue(any(line.startswith("| C lr3e-4 | 1 |") and line.endswith(" | `arm C 1 lr=3e-4` |")
+                            for line in lines), out.stdout)
         self.assertTrue(any(line.startswith("<!-- arm-C-seed1-lr3e-4 held-out completions") and
                             line.endswith("last step: 1.00e-03, largest: 4.50e-01 at iteration 2 (its largest token: 1.20e+02) -->") for line in lines),
                         out.stdout)
@@ -316,6 +320,14 @@ class LearningTable(unittest.TestCase):
         self.assertIn("arm-C-seed1-tasksseen, training pass rate by iteration (16 of its seen tasks each time): "
                       "0.47, 0.47, 0.47, 0.47.", lines)
         self.assertFalse(any("advdr_grpo, training pass rate" in line for line in lines), out.stdout)
+
+    def test_a_rows_stage_restores_each_options_equals_sign(self):
+        t = load_script("table")
+        self.assertEqual(t.stage_command("C tasksseen16-advdr_grpo-temp0.7-klk3_clamped", "2"),
+                         "`arm C 2 tasks=seen16 adv=dr_grpo temp=0.7 kl=k3_clamped`")
+        self.assertEqual(t.stage_command("D advdr_grpo-temp0.7-klk3+-beta0.2-lr3e-4", "1"),
+                         "`arm D 1 adv=dr_grpo temp=0.7 kl=k3+ beta=0.2 lr=3e-4`")
+        self.assertEqual(t.stage_command("B", "3"), "`arm B 3`")
 
     def test_a_variant_is_paired_with_the_variant_it_extends_on_the_same_draws(self):
         t = load_script("table")
