@@ -3,9 +3,9 @@
 # keeps nothing between sessions (the project's GPU machine: docs/LEARNING.md, "What the device
 # allows"). Builds build-gpu/kernelzero when it is missing and KZ_BIN names no other binary
 # (scripts/gpu_test.sh: carry .deps), then runs scripts/learning_experiment.sh once per STAGE (an arm
-# as arm:C:1) until DEADLINE_S seconds after the start: the running stage gets SIGINT then, which
-# every stage resumes from on the next call (teach keeps its verdicts, sft checkpoints). Logs and
-# packed results go to $OUT:
+# as arm:C:1; stages joined by commas at once, as sft,proposer) until DEADLINE_S seconds after the
+# start: the running stage gets SIGINT then, which every stage resumes from on the next call (teach
+# keeps its verdicts, sft checkpoints). Logs and packed results go to $OUT:
 #   scripts/learning_session.sh DEADLINE_S STAGE...
 #   session.log       what ran and when, each stage's exit status and last lines
 #   logs.tgz          each stage's whole log (STAGE.log, its : and = written -)
@@ -107,12 +107,23 @@ for stage in "$@"; do
   budget=$(( $(left) - ${KZ_LEARN_PACK_SECONDS:-25} ))
   (( budget > 10 )) || { say "no time left for $stage"; rc=124; break; }
   say "$stage (at most ${budget} s)"
-  # timeout signals its process group: the stage's kernelzero gets the SIGINT itself.
-  IFS=: read -ra args <<< "$stage"
-  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${stage//[:=]/-}.log" 2>&1
-  rc=$?
-  say "$stage: exit $rc"
-  tail -3 "$OUTD/${stage//[:=]/-}.log" | tee -a "$LOG"
+  # Stages joined by commas run at once, on one GPU (sft,proposer: two models that do not depend on
+  # each other; not "+", which kl=k3+ holds), and the next stage waits for all of them. timeout signals its process group: each
+  # stage's kernelzero gets the SIGINT itself.
+  IFS=, read -ra joined <<< "$stage"
+  pids=()
+  for one in "${joined[@]}"; do
+    IFS=: read -ra args <<< "$one"
+    timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${one//[:=]/-}.log" 2>&1 &
+    pids+=("$!")
+  done
+  for i in "${!joined[@]}"; do
+    wait "${pids[i]}"
+    one_rc=$?
+    (( rc == 0 )) && rc=$one_rc
+    say "${joined[i]}: exit $one_rc"
+    tail -3 "$OUTD/${joined[i]//[:=]/-}.log" | tee -a "$LOG"
+  done
   (( rc == 0 )) || break
 done
 # An arm's pool copy is ~3 MB (the training pool's task sources; ~0.6 MB packed) with its attempts,
