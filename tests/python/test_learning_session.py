@@ -23,20 +23,27 @@ chmod +x "$1/kernelzero"
 """
 
 
-class CarriedBuild(unittest.TestCase):
+class SessionCheckout(unittest.TestCase):
+    """A temporary checkout with the session's scripts copied in, and stand-ins written beside them."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = Path(self.tmp.name) / "checkout"
         (self.root / "scripts").mkdir(parents=True)
         for name in ("learning_session.sh", "gpu_deps.sh"):
             shutil.copy(SCRIPTS / name, self.root / "scripts" / name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+
+class CarriedBuild(SessionCheckout):
+    def setUp(self):
+        super().setUp()
         (self.root / "scripts" / "gpu_test.sh").write_text(FAKE_BUILD)
         (self.root / "engine").mkdir()
         (self.root / "engine" / "model.cpp").write_text("int f() { return 1; }\n")
         self.calls = 0
-
-    def tearDown(self):
-        self.tmp.cleanup()
 
     def session(self):
         """One call with no stages; its session log and whether it built."""
@@ -106,17 +113,10 @@ echo "$1 done"
 """
 
 
-class Stages(unittest.TestCase):
+class Stages(SessionCheckout):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.root = Path(self.tmp.name) / "checkout"
-        (self.root / "scripts").mkdir(parents=True)
-        for name in ("learning_session.sh", "gpu_deps.sh"):
-            shutil.copy(SCRIPTS / name, self.root / "scripts" / name)
+        super().setUp()
         (self.root / "scripts" / "learning_experiment.sh").write_text(FAKE_EXPERIMENT)
-
-    def tearDown(self):
-        self.tmp.cleanup()
 
     def session(self, *stages):
         """One call of the stages; its exit status, its session log and what the stages recorded."""
