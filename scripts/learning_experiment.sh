@@ -81,8 +81,7 @@ same_coder() {
 case $stage in
 corpus)
   if [[ -n ${KZ_LEARN_TEACH_ARCHIVE:-} && ! -d $DIR/teach ]]; then
-    # Python's tarfile where tar has no xz at hand.
-    tar xJf "$KZ_LEARN_TEACH_ARCHIVE" -C "$DIR" 2>/dev/null || python3 -m tarfile -e "$KZ_LEARN_TEACH_ARCHIVE" "$DIR"
+    bash scripts/learning/unpack.sh "$KZ_LEARN_TEACH_ARCHIVE" "$DIR"
     [[ -d $DIR/teach ]] || { echo "$KZ_LEARN_TEACH_ARCHIVE holds no teach/ directory" >&2; exit 2; }
   fi
   # One candidate per task, a quarter of them fused (the corpus's mix): the corpus trains on one.

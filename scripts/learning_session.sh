@@ -78,8 +78,7 @@ if [[ ! -x ${KZ_BIN:-build-gpu/kernelzero} ]]; then
   say "built"
 fi
 if [[ -n ${KZ_LEARN_CORPUS_ARCHIVE:-} && ! -d $DIR/corpus ]]; then
-  # Python's tarfile where tar has no xz at hand.
-  tar xJf "$KZ_LEARN_CORPUS_ARCHIVE" -C "$DIR" 2>/dev/null || python3 -m tarfile -e "$KZ_LEARN_CORPUS_ARCHIVE" "$DIR"
+  bash scripts/learning/unpack.sh "$KZ_LEARN_CORPUS_ARCHIVE" "$DIR"
   [[ -d $DIR/corpus && -f $DIR/pool.sqlite ]] || { say "$KZ_LEARN_CORPUS_ARCHIVE holds no corpus/ and pool.sqlite"; exit 1; }
   say "corpus unpacked from $KZ_LEARN_CORPUS_ARCHIVE"
 fi

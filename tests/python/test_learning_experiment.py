@@ -1,9 +1,11 @@
 """scripts/learning_experiment.sh's arm stage resumes a result only over the models it was made over:
 every arm's over the same SFT Coder, arm D's over the same SFT Proposer too (their fingerprints in
 RESULT.base). The binary is a stand-in that does nothing, in a copy of the script under a temporary
-checkout."""
+checkout. And scripts/learning/unpack.sh, which unpacks the committed archives for it and the
+session."""
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import unittest
 from pathlib import Path
@@ -69,6 +71,32 @@ class SameModels(unittest.TestCase):
         self.assertEqual(refused.returncode, 2)
         self.assertIn("arm D needs the SFT Proposer", refused.stderr)
         self.assertFalse((self.dir / "arm-D-seed1.base").exists())
+
+
+class Unpack(unittest.TestCase):
+    def test_tar_or_pythons_tarfile_and_a_missing_archive_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            (tmp / "corpus").mkdir()
+            (tmp / "corpus" / "train.jsonl").write_text("{}\n")
+            with tarfile.open(tmp / "corpus.tar.xz", "w:xz") as t:
+                t.add(tmp / "corpus", arcname="corpus")
+            # With tar, and with a PATH whose tar fails: Python's tarfile instead.
+            fake = tmp / "bin"
+            fake.mkdir()
+            (fake / "tar").write_text("#!/bin/sh\nexit 2\n")
+            (fake / "tar").chmod(0o755)
+            for name, path in (("with-tar", "/usr/bin:/bin"), ("without", f"{fake}:/usr/bin:/bin")):
+                out = tmp / name
+                out.mkdir()
+                run = subprocess.run(["bash", str(SCRIPTS / "learning" / "unpack.sh"), str(tmp / "corpus.tar.xz"),
+                                      str(out)], capture_output=True, text=True, timeout=60, env={"PATH": path})
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertEqual((out / "corpus" / "train.jsonl").read_text(), "{}\n", name)
+            missing = subprocess.run(["bash", str(SCRIPTS / "learning" / "unpack.sh"), str(tmp / "none.tar.xz"),
+                                      str(tmp)], capture_output=True, text=True, timeout=60)
+            self.assertEqual(missing.returncode, 2)
+            self.assertIn("none.tar.xz: no such archive", missing.stderr)
 
 
 if __name__ == "__main__":
