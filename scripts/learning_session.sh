@@ -101,26 +101,40 @@ if compgen -G "$DIR/arms.tgz.*" > /dev/null; then
   rm -f "$DIR"/arms.tgz.*
   say "unpacked arms: $(find "$DIR" -mindepth 2 -maxdepth 2 -path '*/arm-*/checkpoints' -printf '%h ' | sed "s|$DIR/||g")"
 fi
+# One stage (an arm as arm:C:1) with at most $budget seconds, its log in $OUTD. timeout signals its
+# process group: the stage's kernelzero gets the SIGINT itself (in the background too, where bash
+# leaves SIGINT ignored: kernelzero sets its own handler).
+run_stage() {
+  local args
+  IFS=: read -ra args <<< "$1"
+  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${1//[:=]/-}.log" 2>&1
+}
 rc=0
 for stage in "$@"; do
   budget=$(( $(left) - ${KZ_LEARN_PACK_SECONDS:-25} ))
   (( budget > 10 )) || { say "no time left for $stage"; rc=124; break; }
   say "$stage (at most ${budget} s)"
   # Stages joined by commas run at once, on one GPU (sft,proposer: two models that do not depend on
-  # each other; not "+", which kl=k3+ holds), and the next stage waits for all of them. timeout signals its process group: each
-  # stage's kernelzero gets the SIGINT itself.
+  # each other; not "+", which kl=k3+ holds), and the next stage waits for all of them. A stage alone
+  # runs in the foreground.
   IFS=, read -ra joined <<< "$stage"
-  pids=()
-  for one in "${joined[@]}"; do
-    IFS=: read -ra args <<< "$one"
-    timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${one//[:=]/-}.log" 2>&1 &
-    pids+=("$!")
-  done
+  if (( ${#joined[@]} == 1 )); then
+    run_stage "$stage"
+    codes=("$?")
+  else
+    pids=() codes=()
+    for one in "${joined[@]}"; do
+      run_stage "$one" &
+      pids+=("$!")
+    done
+    for pid in "${pids[@]}"; do
+      wait "$pid"
+      codes+=("$?")
+    done
+  fi
   for i in "${!joined[@]}"; do
-    wait "${pids[i]}"
-    one_rc=$?
-    (( rc == 0 )) && rc=$one_rc
-    say "${joined[i]}: exit $one_rc"
+    (( rc == 0 )) && rc=${codes[i]}
+    say "${joined[i]}: exit ${codes[i]}"
     tail -3 "$OUTD/${joined[i]//[:=]/-}.log" | tee -a "$LOG"
   done
   (( rc == 0 )) || break
@@ -171,4 +185,4 @@ logs=()
 for f in "$OUTD"/*.log; do [[ $f == "$LOG" ]] || logs+=("${f##*/}"); done
 (( ${#logs[@]} )) && tar czf "$OUTD/logs.tgz" -C "$OUTD" --remove-files "${logs[@]}"
 say "packed (KiB): $(du -k "$OUTD"/*.t*z* | tr '\n\t' '  ')"
-exit $rc
+exit "$rc"
