@@ -188,8 +188,9 @@ arm)
     esac
     variant+=-${option//=/}
   done
-  [[ $lr =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "lr=$lr is not a number" >&2; exit 2; }
-  [[ $beta =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "beta=$beta is not a number" >&2; exit 2; }
+  for name in lr beta; do
+    [[ ${!name} =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "$name=${!name} is not a number" >&2; exit 2; }
+  done
   # lr=0 is the control: the SFT Coder sampled and verified on the arms' draws, never updated. Its
   # held-out evaluation is arm A's, so it is evaluated at its end only.
   [[ $lr =~ ^[0.]+$ ]] && every=$at_end
