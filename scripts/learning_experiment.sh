@@ -12,7 +12,7 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr (lr=0: the control, never updated), its
 #                                                   lr's warm-up over N AdamW steps, its AdamW steps
@@ -22,7 +22,8 @@
 #                                                   (dr_grpo: no std division), or only the seen
 #                                                   stage's 40 tasks to train on (does RL raise what
 #                                                   it trains on?), or the first N of them (seen16:
-#                                                   each drawn in every iteration)
+#                                                   each drawn in every iteration); arm D's Proposer's
+#                                                   sampling temperature in its propose stage (ptemp)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -44,7 +45,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -61,17 +62,20 @@ fingerprint() { (cd "$1" && sha256sum -- * | sha256sum | cut -c1-16); }
 # and arm D over the same SFT Proposer too (same_coder RESULT proposer): a session rebuilds both (they
 # cannot travel), and the rebuild repeats them on the same kind of GPU only (docs/LEARNING.md, "Across
 # machines"). Their fingerprints go beside a result made from now on (RESULT.base: the Coder's, then
-# the Proposer's); a result without one is resumed unchecked.
+# the Proposer's); a result without one is resumed unchecked. Without `proposer` only the Coder's is
+# compared: the seen stage of arm D's run loads its Coder alone.
 same_coder() {
   [[ -d $DIR/sft/model ]] || { echo "no SFT Coder in $DIR/sft/model: run the sft stage first" >&2; exit 2; }
   [[ -n ${coder_sha:-} ]] || coder_sha=$(fingerprint "$DIR/sft/model")
-  local base=$coder_sha models="SFT Coder"
+  local base=$coder_sha models="SFT Coder" made
   if [[ ${2:-} == proposer ]]; then
     base+=" $(fingerprint "$DIR/proposer_sft/model")" models="SFT Coder and Proposer"
   fi
   if [[ -f $1.base ]]; then
-    [[ $(cat "$1.base") == "$base" ]] || {
-      echo "$1 was made over another $models (fingerprint $(cat "$1.base"), now $base: rebuilt on another kind of GPU?); move it away to start it afresh" >&2
+    made=$(cat "$1.base")
+    [[ ${2:-} == proposer ]] || made=${made%% *}
+    [[ $made == "$base" ]] || {
+      echo "$1 was made over another $models (fingerprint $made, now $base: rebuilt on another kind of GPU?); move it away to start it afresh" >&2
       exit 2
     }
   elif [[ ! -e $1 ]]; then
@@ -170,7 +174,7 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 warmup=0 mb=4 temp=1.0 kl=k3 beta=0.04 adv=grpo tasks=pool every=8 variant=
+  lr=1e-3 warmup=0 mb=4 temp=1.0 ptemp=1.0 kl=k3 beta=0.04 adv=grpo tasks=pool every=8 variant=
   at_end=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)  # every = this: evaluated at the end only
   for option in "${@:4}"; do
     case $option in
@@ -178,13 +182,17 @@ arm)
     warmup=?*) warmup=${option#warmup=} ;;
     mb=?*) mb=${option#mb=} ;;
     temp=?*) temp=${option#temp=} ;;
+    # The Proposer's sampling temperature in the propose stage: arm D's alone.
+    ptemp=?*)
+      [[ $propose == true ]] || { echo "ptemp is the Proposer's sampling temperature: arm D only" >&2; exit 2; }
+      ptemp=${option#ptemp=} ;;
     kl=k3_clamped | kl=k3+) kl=${option#kl=} ;;
     beta=?*) beta=${option#beta=} ;;
     adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations). seenN: the
     # first N of them, so that an iteration's tasks_per_step draws each of them (N <= 16) every time.
     tasks=seen | tasks=seen[1-9]*) tasks=${option#tasks=} every=$at_end ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, kl=k3+, beta=VALUE, adv=dr_grpo, tasks=seen, tasks=seenN)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, kl=k3+, beta=VALUE, adv=dr_grpo, tasks=seen, tasks=seenN, ptemp=VALUE)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
@@ -198,7 +206,9 @@ arm)
   [[ $mb =~ ^[1-9][0-9]*$ ]] || { echo "mb=$mb is not a whole number of AdamW steps above 0" >&2; exit 2; }
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
-  [[ $temp =~ ^[0-9]*\.?[0-9]+$ && ! $temp =~ ^[0.]+$ ]] || { echo "temp=$temp is not a number above 0" >&2; exit 2; }
+  for name in temp ptemp; do
+    [[ ${!name} =~ ^[0-9]*\.?[0-9]+$ && ! ${!name} =~ ^[0.]+$ ]] || { echo "$name=${!name} is not a number above 0" >&2; exit 2; }
+  done
   if [[ $tasks == seen* ]]; then
     seen_tasks
     if [[ $tasks != seen ]]; then
@@ -229,7 +239,7 @@ arm)
   fi
   sed -e "s|@ARM@|$arm|; s|@SEED@|$seed|; s|@DEVICE@|$DEV|g; s|@CODER@|$DIR/sft/model|; s|@CODER_LR@|$lr|; s|@KL@|$kl|; s|@KL_BETA@|$beta|; s|@ADVANTAGE@|$adv|" \
       -e "s|@WARMUP@|$warmup|; s|@MINI_BATCHES@|$mb|" \
-      -e "s|@TEMPERATURE@|$temp|; s|@EVAL_EVERY@|$every|" \
+      -e "s|@TEMPERATURE@|$temp|; s|@PROPOSE_TEMPERATURE@|$ptemp|; s|@EVAL_EVERY@|$every|" \
       -e "s|@PROPOSER@|$DIR/proposer_sft/model|; s|@STORE@|$run.tasks.sqlite|; s|@REWARD@|$reward|" \
       -e "s|@PROPOSE@|$propose|; s|@CATALOG@|$CORPUS/catalog.json|; s|@HELDOUT@|$CORPUS/heldout|g; s|@SIZES@|$SIZES|" \
       scripts/learning/arm.toml > "$run.toml"

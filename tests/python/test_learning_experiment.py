@@ -1,6 +1,6 @@
-"""scripts/learning_experiment.sh's arm stage resumes a result only over the models it was made over:
-every arm's over the same SFT Coder, arm D's over the same SFT Proposer too (their fingerprints in
-RESULT.base). The binary is a stand-in that does nothing, in a copy of the script under a temporary
+"""scripts/learning_experiment.sh's arm and seen stages resume a result only over the models it was
+made over: every arm's over the same SFT Coder, arm D's over the same SFT Proposer too (their
+fingerprints in RESULT.base), the seen stage of an arm's run over its Coder. The binary is a stand-in that does nothing, in a copy of the script under a temporary
 checkout. And scripts/learning/unpack.sh, which unpacks the committed archives for it and the
 session."""
 import shutil
@@ -32,10 +32,13 @@ class SameModels(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def arm(self, *args):
-        return subprocess.run(["bash", "scripts/learning_experiment.sh", "arm", *args], cwd=self.root,
+    def stage(self, *args):
+        return subprocess.run(["bash", "scripts/learning_experiment.sh", *args], cwd=self.root,
                               capture_output=True, text=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin", "KZ_BIN": str(self.bin)})
+
+    def arm(self, *args):
+        return self.stage("arm", *args)
 
     def base(self, run):
         return (self.dir / f"{run}.base").read_text().split()
@@ -64,6 +67,42 @@ class SameModels(unittest.TestCase):
         (self.dir / "sft" / "model" / "model.safetensors").write_text("another coder")
         for arm in ("C", "D"):
             self.assertEqual(self.arm(arm, "1").returncode, 2, arm)
+
+    def test_seen_stage_of_arm_d_checks_the_coder_alone(self):
+        self.assertEqual(self.arm("D", "1").returncode, 0)
+        coder, _ = self.base("arm-D-seed1")
+        (self.dir / "arm-D-seed1" / "checkpoints" / "iter-000014" / "coder" / "adapter").mkdir(parents=True)
+        (self.dir / "corpus" / "train_tasks").mkdir(parents=True)
+        (self.dir / "corpus" / "train_tasks" / "task_00000.py").write_text("")
+
+        # The seen stage loads the Coder and its adapter, never the Proposer, which may be absent.
+        shutil.rmtree(self.dir / "proposer_sft")
+        seen = self.stage("seen", "arm-D-seed1")
+        self.assertEqual(seen.returncode, 0, seen.stdout + seen.stderr)
+        self.assertEqual(self.base("arm-D-seed1/seen-iter-000014"), [coder])
+
+        (self.dir / "sft" / "model" / "model.safetensors").write_text("another coder")
+        refused = self.stage("seen", "arm-D-seed1")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn(f"made over another SFT Coder (fingerprint {coder}, now ", refused.stderr)
+
+    def test_the_proposers_temperature_is_arm_ds(self):
+        made = self.arm("D", "1", "temp=0.7", "ptemp=0.5")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        toml = (self.dir / "arm-D-seed1-temp0.7-ptemp0.5.toml").read_text()
+        self.assertIn("\ntemperature = 0.5\nlevels = [1, 2]\n", toml)  # [propose]
+        self.assertIn("\ntemperature = 0.7\nreplay = 16\n", toml)  # [coder_phase]
+        self.assertNotIn("@", toml)
+        self.assertEqual(self.arm("D", "1").returncode, 0)
+        self.assertIn("\ntemperature = 1.0\nlevels = [1, 2]\n", (self.dir / "arm-D-seed1.toml").read_text())
+
+        refused = self.arm("C", "1", "ptemp=0.5")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("ptemp is the Proposer's sampling temperature: arm D only", refused.stderr)
+        for bad in ("ptemp=0", "ptemp=warm"):
+            refused = self.arm("D", "1", bad)
+            self.assertEqual(refused.returncode, 2, bad)
+            self.assertIn(f"{bad} is not a number above 0", refused.stderr)
 
     def test_arm_d_needs_the_proposer(self):
         shutil.rmtree(self.dir / "proposer_sft")
