@@ -313,7 +313,7 @@ namespace {
 
 struct ProposeArgs {
     bool symbolic = false, as_json = false, from_frontier = false;
-    std::string store, device = "cpu", model, model_device = "auto";
+    std::string store, device = "cpu", model, model_device = "auto", catalog;
     std::vector<std::string> apis;
     int64_t max_new_tokens = 1024;
     double temperature = 1.0;
@@ -355,7 +355,7 @@ int run_propose(const ProposeArgs& a) {
     auto usage = [](const std::string& why) { return usage_error("propose", why); };
     if (!a.symbolic && a.model.empty()) return usage("give --symbolic or --model DIR");
     try {
-        ApiCatalog catalog = ApiCatalog::load(ApiCatalog::default_path());
+        ApiCatalog catalog = ApiCatalog::load(ApiCatalog::path_or_default(a.catalog));
         std::vector<std::string> fixed;
         for (const auto& n : a.apis) fixed.push_back(catalog.resolve(n).name);
         if (fixed.size() > 5) return usage("an API set holds 1 to 5 APIs");
@@ -440,6 +440,9 @@ Runner add_propose(CLI::App& app) {
         ->check(CLI::Range(int64_t{1}, int64_t{32768}));
     cmd->add_option("--temperature", a->temperature, "LLM sampling temperature")->check(CLI::NonNegativeNumber);
     cmd->add_option("--apis", a->apis, "Comma-separated API set (default: sampled per proposal)")->delimiter(',');
+    cmd->add_option("--catalog", a->catalog,
+                    "API catalog the sets are drawn from and checked against (default: the repository's "
+                    "tasks/api_catalog.json)");
     cmd->add_flag("--from-frontier", a->from_frontier,
                   "Draw API sets from the store's frontier statistics (Thompson sampling)");
     cmd->add_option("--level", a->level, "1 or 2 (default: alternate)")->check(CLI::Range(0, 2));

@@ -331,6 +331,37 @@ TEST_F(CliTest, ProposeFillsTheStore) {
     EXPECT_EQ(n, 2);
 }
 
+// propose --catalog: the API sets are drawn from the given catalog (the learning experiment's is the
+// teacher's families, corpus/catalog.json), and an API outside it is refused by name.
+TEST_F(CliTest, ProposeDrawsFromTheGivenCatalog) {
+    json catalog = json::parse(kz::read_file(kSrc + "/tasks/api_catalog.json"));
+    json kept = json::array();
+    for (const json& api : catalog["apis"])
+        if (api["name"] == "relu" || api["name"] == "tanh") kept.push_back(api);
+    ASSERT_EQ(kept.size(), 2u);
+    catalog["apis"] = kept;
+    std::ofstream(dir + "/two.json") << catalog.dump();
+    std::string db = dir + "/two.db";
+    auto r = run({"propose", "--symbolic", "--catalog", dir + "/two.json", "--level", "1", "--n", "6", "--store", db,
+                  "--seed", "3", "--json"},
+                 dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run({"tasks", "list", "--store", db, "--json"}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::set<std::string> drawn;
+    for (size_t i = 0, j; (j = r.out.find('\n', i)) != std::string::npos; i = j + 1) {
+        const json task = json::parse(r.out.substr(i, j - i));
+        for (const json& api : task["apis"]) drawn.insert(api.get<std::string>());
+    }
+    EXPECT_FALSE(drawn.empty()) << r.out;
+    for (const auto& api : drawn) EXPECT_TRUE(api == "relu" || api == "tanh") << api;
+
+    r = run({"propose", "--symbolic", "--catalog", dir + "/two.json", "--apis", "conv2d", "--n", "1", "--store", db},
+            dir);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("conv2d"), std::string::npos) << r.err;
+}
+
 // The checks that need the store, the benchmarks or torch.compile, each caught on a planted module:
 // a task proposed twice is not novel; a task equal to a registered benchmark file is contaminated;
 // a module that computes something else under torch.compile fails "compile" and nothing else.
