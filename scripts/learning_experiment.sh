@@ -7,7 +7,10 @@
 #                                                   interrupted one); arm A (the SFT Coder on the
 #                                                   held-out tasks)
 #   scripts/learning_experiment.sh proposer         the Proposer from scratch (resumes likewise): only
-#                                                   arm D loads it
+#                                                   arm D loads it; then its modules at temperatures
+#                                                   1 and 0.7 (the proposals stage)
+#   scripts/learning_experiment.sh proposals [T]    the SFT Proposer's modules for API sets of the
+#                                                   teacher's families, sampled at T (1), validated
 #   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
@@ -45,7 +48,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | proposals [T] | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] | table [BASE]}
 
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
@@ -55,6 +58,23 @@ seen_tasks() {
   rm -rf "$DIR/seen-tasks.tmp" && mkdir -p "$DIR/seen-tasks.tmp"
   cp -t "$DIR/seen-tasks.tmp" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
   mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
+}
+# What arm D's Proposer can give its Coder, measured without running D: KZ_LEARN_PROPOSALS (32) API
+# sets of the teacher's families (levels 1 and 2 in turn), one module each sampled at temperature $1,
+# validated as D's propose stage validates them, against a copy of the training pool (a copy of a
+# training task is not novel). proposals-tT/: the command's summary and each module
+# (scripts/learning/proposals.py).
+proposals() {
+  local out=$DIR/proposals-t$1
+  [[ -f $out/summary.json ]] && return
+  [[ -d $DIR/proposer_sft/model ]] || { echo "no SFT Proposer in $DIR/proposer_sft/model: run the proposer stage first" >&2; exit 2; }
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp" && cp "$DIR/pool.sqlite" "$out.tmp/store.sqlite" || return
+  "$BIN" propose --model "$DIR/proposer_sft/model" --model-device "$DEV" --device "$DEV" --catalog "$CORPUS/catalog.json" \
+    --n "${KZ_LEARN_PROPOSALS:-32}" --temperature "$1" --seed 1 --store "$out.tmp/store.sqlite" --json \
+    > "$out.tmp/summary.json" || return
+  python3 "$ROOT/scripts/learning/proposals.py" "$out.tmp/store.sqlite" "$out.tmp/proposals.jsonl" || return
+  rm "$out.tmp/store.sqlite" && mv "$out.tmp" "$out"
+  echo "SFT Proposer at temperature $1: $(tail -1 "$out/summary.json")"
 }
 # A model directory's fingerprint: its files' contents.
 fingerprint() { (cd "$1" && sha256sum -- * | sha256sum | cut -c1-16); }
@@ -118,7 +138,12 @@ sft | proposer)
     "$BIN" sft --config "scripts/learning/${role}_sft.toml" --data "$data" "${held_out[@]}" --out "$out" --device "$DEV" \
       "${resume[@]}"
   fi
-  [[ $stage == proposer ]] && echo "SFT Proposer fingerprint $(fingerprint "$out/model")"
+  if [[ $stage == proposer ]]; then
+    echo "SFT Proposer fingerprint $(fingerprint "$out/model")"
+    # Its modules at 1 (arm D's default) and at 0.7 (ptemp=0.7). They run beside the Coder's SFT in a
+    # session's first call (sft,proposer); one that fails leaves the Proposer to arm D all the same.
+    for t in 1 0.7; do proposals "$t" || echo "proposals at temperature $t failed (exit $?)" >&2; done
+  fi
   if [[ $stage == sft ]]; then
     # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point.
     same_coder "$DIR/arm-A"
@@ -126,6 +151,11 @@ sft | proposer)
     "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
       --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
   fi
+  ;;
+proposals)
+  t=${2:-1}
+  [[ $t =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "proposals $t: the temperature is not a number" >&2; exit 2; }
+  proposals "$t"
   ;;
 sampled)
   # How far the SFT Coder reaches when sampled: 8 completions a held-out task at temperature 1 (pass@1
@@ -259,7 +289,7 @@ table)
   python3 "$ROOT/scripts/learning/table.py" "$DIR" ${2:+"$2"}
   ;;
 *)
-  echo "unknown stage $stage (corpus, sft, sampled, seen, arm, table)" >&2
+  echo "unknown stage $stage (corpus, sft, proposer, proposals, sampled, seen, arm, table)" >&2
   exit 2
   ;;
 esac

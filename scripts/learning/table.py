@@ -560,6 +560,34 @@ def proposals(run, its):
             f"{replayed:.1f} replayed tasks an iteration{signal}.")
 
 
+def proposer_samples(d):
+    """The SFT Proposer's modules before any RL (the proposals stage: LEARN_DIR/proposals-tT/), one line
+    a temperature: how many passed validation, by the number of operators in their API set (what D's
+    band needs is modules of two or more that its Coder passes sometimes), and the checks that turned
+    the others down."""
+    lines = []
+    for path in sorted(d.glob("proposals-t*/proposals.jsonl")):
+        modules = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not modules:
+            continue
+        by_size = {}  # operators -> [valid, written]
+        checks = {}
+        for m in modules:
+            counts = by_size.setdefault(len(m["apis"]), [0, 0])
+            counts[0] += m["valid"]
+            counts[1] += 1
+            if not m["valid"]:
+                check = (m["reason"] or "").split(":", 1)[0] or "none given"
+                checks[check] = checks.get(check, 0) + 1
+        valid = sum(v for v, _ in by_size.values())
+        sizes = ", ".join(f"{n} {v}/{w}" for n, (v, w) in sorted(by_size.items()))
+        refused = ", ".join(f"{c} {k}" for k, c in sorted(checks.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"SFT Proposer at temperature {path.parent.name[len('proposals-t'):]}: {valid} of "
+                     f"{len(modules)} modules valid; by operators in the API set, valid/written: {sizes}"
+                     f"{f'; turned down by check: {refused}' if refused else ''}.")
+    return lines
+
+
 def training_failures(d, run, its):
     """How an arm's training samples ended, by iteration, from its pool copy: correct, runtime errors
     (a kernel that does not run) and format errors (no valid Python candidate: mostly a slip of
@@ -689,7 +717,7 @@ def main():
         f = figures(json.loads(seen.read_text())["overall"])
         print(f"Arm A on {f['n']} of its training tasks (greedy): pass@1 {f['pass1'] or 0:.3f}, "
               f"fast_1 {f['fast1'] or 0:.3f}.")
-    for line in seen_lines + learning_lines:
+    for line in proposer_samples(d) + seen_lines + learning_lines:
         if line:
             print(line)
     if baseline is not None:

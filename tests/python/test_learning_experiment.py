@@ -1,8 +1,10 @@
 """scripts/learning_experiment.sh's arm and seen stages resume a result only over the models it was
 made over: every arm's over the same SFT Coder, arm D's over the same SFT Proposer too (their
-fingerprints in RESULT.base), the seen stage of an arm's run over its Coder. The binary is a stand-in that does nothing, in a copy of the script under a temporary
-checkout. And scripts/learning/unpack.sh, which unpacks the committed archives for it and the
-session."""
+fingerprints in RESULT.base), the seen stage of an arm's run over its Coder; and its proposer stage
+samples the SFT Proposer's modules. The binary is a stand-in, in a copy of the script under a
+temporary checkout. And scripts/learning/unpack.sh, which unpacks the committed archives for it and
+the session."""
+import json
 import shutil
 import subprocess
 import tarfile
@@ -13,15 +15,20 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
-class SameModels(unittest.TestCase):
+class Checkout(unittest.TestCase):
+    """A copy of the script and what it reads under a temporary checkout, with both SFT models in place
+    and a stand-in binary (BIN: one that does nothing unless a test class says otherwise)."""
+    BIN = "#!/bin/sh\nexit 0\n"
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = Path(self.tmp.name) / "checkout"
         (self.root / "scripts" / "learning").mkdir(parents=True)
         shutil.copy(SCRIPTS / "learning_experiment.sh", self.root / "scripts")
-        shutil.copy(SCRIPTS / "learning" / "arm.toml", self.root / "scripts" / "learning")
+        for name in ("arm.toml", "proposals.py"):
+            shutil.copy(SCRIPTS / "learning" / name, self.root / "scripts" / "learning")
         self.bin = Path(self.tmp.name) / "kernelzero"
-        self.bin.write_text("#!/bin/sh\nexit 0\n")
+        self.bin.write_text(self.BIN)
         self.bin.chmod(0o755)
         self.dir = self.root / "runs" / "learning"
         for model, weights in (("sft", "coder"), ("proposer_sft", "proposer")):
@@ -37,6 +44,8 @@ class SameModels(unittest.TestCase):
                               capture_output=True, text=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin", "KZ_BIN": str(self.bin)})
 
+
+class SameModels(Checkout):
     def arm(self, *args):
         return self.stage("arm", *args)
 
@@ -110,6 +119,74 @@ class SameModels(unittest.TestCase):
         self.assertEqual(refused.returncode, 2)
         self.assertIn("arm D needs the SFT Proposer", refused.stderr)
         self.assertFalse((self.dir / "arm-D-seed1.base").exists())
+
+
+# A stand-in for `kernelzero propose`: it records its arguments and stores, in the --store it is given,
+# a valid module of one operator and a module of two that the validator turned down, as the command
+# does; every other command does nothing.
+PROPOSE = """#!/usr/bin/env python3
+import json, sqlite3, sys
+args = sys.argv[1:]
+if args[:1] != ["propose"]:
+    sys.exit(0)
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(json.dumps(args) + "\\n")
+db = sqlite3.connect(args[args.index("--store") + 1])
+db.execute("CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, source TEXT, apis TEXT, level INTEGER, "
+           "origin TEXT, valid INTEGER, reason TEXT)")
+db.execute("INSERT INTO tasks (source, apis, level, origin, valid, reason) VALUES "
+           "('taught', '[\\"relu\\"]', 1, 'corpus', 1, ''), ('m1', '[\\"relu\\"]', 1, 'proposer', 1, ''), "
+           "('m2', '[\\"relu\\", \\"tanh\\"]', 2, 'proposer', 0, 'runs: eager forward failed')")
+db.commit()
+print(json.dumps({"proposed": 2, "valid": 1}))
+"""
+
+
+class Proposals(Checkout):
+    """The proposer stage ends with the SFT Proposer's modules at temperatures 1 and 0.7, drawn from the
+    teacher's families and validated against a copy of the training pool; each lands in
+    proposals-tT/ with the command's summary and the Proposer's modules alone."""
+    BIN = PROPOSE
+
+    def calls(self):
+        path = Path(str(self.bin) + ".calls")
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def test_the_proposer_stage_samples_at_1_and_0_7(self):
+        made = self.stage("proposer")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        self.assertIn("SFT Proposer at temperature 0.7: {", made.stdout)
+        calls = self.calls()
+        self.assertEqual([c[c.index("--temperature") + 1] for c in calls], ["1", "0.7"])
+        for c in calls:
+            self.assertEqual(c[c.index("--catalog") + 1], str(self.dir / "corpus" / "catalog.json"))
+            self.assertEqual(c[c.index("--n") + 1], "32")
+            self.assertEqual(c[c.index("--model") + 1], str(self.dir / "proposer_sft" / "model"))
+        for t in ("1", "0.7"):
+            out = self.dir / f"proposals-t{t}"
+            self.assertEqual(sorted(p.name for p in out.iterdir()), ["proposals.jsonl", "summary.json"])
+            modules = [json.loads(line) for line in (out / "proposals.jsonl").read_text().splitlines()]
+            self.assertEqual([(m["apis"], m["valid"], m["reason"]) for m in modules],
+                             [(["relu"], True, ""), (["relu", "tanh"], False, "runs: eager forward failed")])
+            # The pool the store was copied from is left as it was.
+            self.assertEqual((self.dir / "pool.sqlite").read_text(), "")
+
+        # Done once: a second call samples nothing; the stage alone samples at the temperature it is given.
+        self.assertEqual(self.stage("proposer").returncode, 0)
+        self.assertEqual(len(self.calls()), 2)
+        self.assertEqual(self.stage("proposals", "0.5").returncode, 0)
+        self.assertEqual(self.calls()[-1][self.calls()[-1].index("--temperature") + 1], "0.5")
+        refused = self.stage("proposals", "warm")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("the temperature is not a number", refused.stderr)
+
+    def test_a_failed_sample_leaves_the_proposer_to_arm_d(self):
+        self.bin.write_text("#!/bin/sh\n[ \"$1\" = propose ] && exit 3\nexit 0\n")
+        made = self.stage("proposer")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        self.assertIn("proposals at temperature 1 failed (exit 3)", made.stderr)
+        self.assertIn("proposals at temperature 0.7 failed (exit 3)", made.stderr)
+        self.assertFalse((self.dir / "proposals-t1").exists())
 
 
 class Unpack(unittest.TestCase):

@@ -321,6 +321,27 @@ class LearningTable(unittest.TestCase):
                       "0.47, 0.47, 0.47, 0.47.", lines)
         self.assertFalse(any("advdr_grpo, training pass rate" in line for line in lines), out.stdout)
 
+    def test_the_sft_proposers_modules_by_operators_and_check(self):
+        t = load_script("table")
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            self.assertEqual(t.proposer_samples(d), [])
+            modules = {"1": [(["relu"], True, ""), (["relu"], False, "novel: token similarity 0.93 to stored task 4"),
+                             (["conv2d", "relu"], False, "runs: eager forward failed: TypeError"),
+                             (["conv2d", "relu", "tanh"], False, "format: syntax error"),
+                             (["conv2d", "tanh"], False, "runs: eager forward failed: RuntimeError")],
+                       "0.7": [(["relu"], True, ""), (["conv2d", "relu"], True, "")]}
+            for temperature, rows in modules.items():
+                (d / f"proposals-t{temperature}").mkdir()
+                (d / f"proposals-t{temperature}" / "proposals.jsonl").write_text("".join(
+                    json.dumps({"apis": apis, "level": 1 + (len(apis) > 1), "valid": ok, "reason": why,
+                                "source": "..."}) + "\n" for apis, ok, why in rows))
+            self.assertEqual(t.proposer_samples(d), [
+                "SFT Proposer at temperature 0.7: 2 of 2 modules valid; by operators in the API set, "
+                "valid/written: 1 1/1, 2 1/1.",
+                "SFT Proposer at temperature 1: 1 of 5 modules valid; by operators in the API set, "
+                "valid/written: 1 1/2, 2 0/2, 3 0/1; turned down by check: 2 runs, 1 format, 1 novel."])
+
     def test_a_rows_stage_restores_each_options_equals_sign(self):
         t = load_script("table")
         self.assertEqual(t.stage_command("C tasksseen16-advdr_grpo-temp0.7-klk3_clamped", "2"),
