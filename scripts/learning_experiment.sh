@@ -74,7 +74,9 @@ proposals() {
     > "$out.tmp/summary.json" || return
   python3 "$ROOT/scripts/learning/proposals.py" "$out.tmp/store.sqlite" "$out.tmp/proposals.jsonl" || return
   rm "$out.tmp/store.sqlite" && mv "$out.tmp" "$out"
-  echo "SFT Proposer at temperature $1: $(tail -1 "$out/summary.json")"
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+print("SFT Proposer at temperature %s: %d of %d modules valid, turned down by check: %s"
+      % (sys.argv[2], s["valid"], s["proposed"], json.dumps(s["failed_checks"])))' "$out/summary.json" "$1"
 }
 # A model directory's fingerprint: its files' contents.
 fingerprint() { (cd "$1" && sha256sum -- * | sha256sum | cut -c1-16); }

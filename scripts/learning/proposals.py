@@ -12,6 +12,8 @@ import sys
 
 def main(store, out):
     db = sqlite3.connect(store)
+    # A module cut inside a character (its sampling hit max_new_tokens) is stored as the bytes it had.
+    db.text_factory = lambda raw: raw.decode("utf-8", "replace")
     try:
         rows = db.execute("SELECT apis, level, valid, reason, source FROM tasks "
                           "WHERE origin = 'proposer' ORDER BY id").fetchall()

@@ -122,8 +122,9 @@ class SameModels(Checkout):
 
 
 # A stand-in for `kernelzero propose`: it records its arguments and stores, in the --store it is given,
-# a valid module of one operator and a module of two that the validator turned down, as the command
-# does; every other command does nothing.
+# a valid module of one operator and a module of two that the validator turned down, cut inside a
+# character as a completion that ran out of tokens is, as the command does; every other command does
+# nothing.
 PROPOSE = """#!/usr/bin/env python3
 import json, sqlite3, sys
 args = sys.argv[1:]
@@ -136,9 +137,9 @@ db.execute("CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, source TEX
            "origin TEXT, valid INTEGER, reason TEXT)")
 db.execute("INSERT INTO tasks (source, apis, level, origin, valid, reason) VALUES "
            "('taught', '[\\"relu\\"]', 1, 'corpus', 1, ''), ('m1', '[\\"relu\\"]', 1, 'proposer', 1, ''), "
-           "('m2', '[\\"relu\\", \\"tanh\\"]', 2, 'proposer', 0, 'runs: eager forward failed')")
+           "(CAST(X'6d32e282' AS TEXT), '[\\"relu\\", \\"tanh\\"]', 2, 'proposer', 0, 'runs: eager forward failed')")
 db.commit()
-print(json.dumps({"proposed": 2, "valid": 1}))
+print(json.dumps({"proposed": 2, "valid": 1, "failed_checks": {"runs": 1}}))
 """
 
 
@@ -155,7 +156,8 @@ class Proposals(Checkout):
     def test_the_proposer_stage_samples_at_1_and_0_7(self):
         made = self.stage("proposer")
         self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
-        self.assertIn("SFT Proposer at temperature 0.7: {", made.stdout)
+        self.assertIn("SFT Proposer at temperature 0.7: 1 of 2 modules valid, turned down by check: {\"runs\": 1}",
+                      made.stdout)
         calls = self.calls()
         self.assertEqual([c[c.index("--temperature") + 1] for c in calls], ["1", "0.7"])
         for c in calls:
@@ -166,8 +168,9 @@ class Proposals(Checkout):
             out = self.dir / f"proposals-t{t}"
             self.assertEqual(sorted(p.name for p in out.iterdir()), ["proposals.jsonl", "summary.json"])
             modules = [json.loads(line) for line in (out / "proposals.jsonl").read_text().splitlines()]
-            self.assertEqual([(m["apis"], m["valid"], m["reason"]) for m in modules],
-                             [(["relu"], True, ""), (["relu", "tanh"], False, "runs: eager forward failed")])
+            self.assertEqual([(m["apis"], m["valid"], m["reason"], m["source"]) for m in modules],
+                             [(["relu"], True, "", "m1"),
+                              (["relu", "tanh"], False, "runs: eager forward failed", "m2\ufffd")])
             # The pool the store was copied from is left as it was.
             self.assertEqual((self.dir / "pool.sqlite").read_text(), "")
 
