@@ -50,6 +50,9 @@ SIZES=typical
 
 stage=${1:?usage: $0 corpus | sft | proposer | proposals [T] | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] | table [BASE]}
 
+# A sampling temperature as the stages take it: a decimal number (temp=, ptemp=, proposals T).
+TEMPERATURE='^[0-9]*\.?[0-9]+$'
+
 # The seen stage's tasks: the first KZ_LEARN_SEEN training tasks by name, copied once.
 seen_tasks() {
   [[ -d $DIR/seen-tasks ]] && return
@@ -156,7 +159,7 @@ sft | proposer)
   ;;
 proposals)
   t=${2:-1}
-  [[ $t =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "proposals $t: the temperature is not a number" >&2; exit 2; }
+  [[ $t =~ $TEMPERATURE ]] || { echo "proposals $t: the temperature is not a number" >&2; exit 2; }
   proposals "$t"
   ;;
 sampled)
@@ -239,7 +242,7 @@ arm)
   [[ $warmup =~ ^[0-9]+$ ]] || { echo "warmup=$warmup is not a whole number of steps" >&2; exit 2; }
   # 0 would be greedy: a group of G equal samples, no signal.
   for name in temp ptemp; do
-    [[ ${!name} =~ ^[0-9]*\.?[0-9]+$ && ! ${!name} =~ ^[0.]+$ ]] || { echo "$name=${!name} is not a number above 0" >&2; exit 2; }
+    [[ ${!name} =~ $TEMPERATURE && ! ${!name} =~ ^[0.]+$ ]] || { echo "$name=${!name} is not a number above 0" >&2; exit 2; }
   done
   if [[ $tasks == seen* ]]; then
     seen_tasks
