@@ -564,13 +564,15 @@ def proposer_samples(d):
     """The SFT Proposer's modules before any RL (the proposals stage: LEARN_DIR/proposals-tT/), one line
     a temperature: how many passed validation, by the number of operators in their API set (what D's
     band needs is modules of two or more that its Coder passes sometimes), and the checks that turned
-    the others down."""
+    the others down. A module with the text of a task already in the store (a training task's copy) is
+    turned down as not novel and not stored again, so the stored modules can be fewer than the command
+    wrote: its summary (summary.json) counts them all, and the line says how many were such copies."""
     lines = []
     for path in sorted(d.glob("proposals-t*/proposals.jsonl")):
         modules = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if not modules:
             continue
-        by_size = {}  # operators -> [valid, written]
+        by_size = {}  # operators -> [valid, stored]
         checks = {}
         for m in modules:
             counts = by_size.setdefault(len(m["apis"]), [0, 0])
@@ -579,11 +581,18 @@ def proposer_samples(d):
             if not m["valid"]:
                 check = (m["reason"] or "").split(":", 1)[0] or "none given"
                 checks[check] = checks.get(check, 0) + 1
+        summary_path = path.parent / "summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        written = summary.get("proposed", len(modules))
+        copies = written - len(modules)
+        if summary.get("failed_checks"):
+            checks = summary["failed_checks"]
         valid = sum(v for v, _ in by_size.values())
         sizes = ", ".join(f"{n} {v}/{w}" for n, (v, w) in sorted(by_size.items()))
         refused = ", ".join(f"{c} {k}" for k, c in sorted(checks.items(), key=lambda kv: (-kv[1], kv[0])))
+        stored = f" ({copies} the text of a stored task)" if copies > 0 else ""
         lines.append(f"SFT Proposer at temperature {path.parent.name[len('proposals-t'):]}: {valid} of "
-                     f"{len(modules)} modules valid; by operators in the API set, valid/written: {sizes}"
+                     f"{written} modules valid{stored}; by operators in the API set, valid/stored: {sizes}"
                      f"{f'; turned down by check: {refused}' if refused else ''}.")
     return lines
 

@@ -338,9 +338,17 @@ class LearningTable(unittest.TestCase):
                                 "source": "..."}) + "\n" for apis, ok, why in rows))
             self.assertEqual(t.proposer_samples(d), [
                 "SFT Proposer at temperature 0.7: 2 of 2 modules valid; by operators in the API set, "
-                "valid/written: 1 1/1, 2 1/1.",
+                "valid/stored: 1 1/1, 2 1/1.",
                 "SFT Proposer at temperature 1: 1 of 5 modules valid; by operators in the API set, "
-                "valid/written: 1 1/2, 2 0/2, 3 0/1; turned down by check: 2 runs, 1 format, 1 novel."])
+                "valid/stored: 1 1/2, 2 0/2, 3 0/1; turned down by check: 2 runs, 1 format, 1 novel."])
+            # The command wrote a sixth module, a training task's text, which the store did not keep:
+            # its summary counts it, and its checks.
+            (d / "proposals-t1" / "summary.json").write_text(json.dumps(
+                {"proposed": 6, "valid": 1, "failed_checks": {"runs": 2, "format": 1, "novel": 2}}))
+            self.assertEqual(t.proposer_samples(d)[1],
+                             "SFT Proposer at temperature 1: 1 of 6 modules valid (1 the text of a stored task); "
+                             "by operators in the API set, valid/stored: 1 1/2, 2 0/2, 3 0/1; "
+                             "turned down by check: 2 novel, 2 runs, 1 format.")
 
     def test_a_rows_stage_restores_each_options_equals_sign(self):
         t = load_script("table")
