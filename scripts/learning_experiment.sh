@@ -62,7 +62,7 @@ seen_tasks() {
   cp -t "$DIR/seen-tasks.tmp" "${taught[@]:0:${KZ_LEARN_SEEN:-40}}"
   mv "$DIR/seen-tasks.tmp" "$DIR/seen-tasks"
 }
-# What arm D's Proposer can give its Coder, measured without running D: KZ_LEARN_PROPOSALS (32) API
+# What arm D's Proposer can give its Coder, measured without running D: KZ_LEARN_PROPOSALS (64) API
 # sets of the teacher's families (levels 1 and 2 in turn), one module each sampled at temperature $1,
 # validated as D's propose stage validates them, against a copy of the training pool (a copy of a
 # training task is not novel). proposals-tT/: the command's summary and each module
@@ -73,7 +73,7 @@ proposals() {
   [[ -d $DIR/proposer_sft/model ]] || { echo "no SFT Proposer in $DIR/proposer_sft/model: run the proposer stage first" >&2; exit 2; }
   rm -rf "$out.tmp" && mkdir -p "$out.tmp" && cp "$DIR/pool.sqlite" "$out.tmp/store.sqlite" || return
   "$BIN" propose --model "$DIR/proposer_sft/model" --model-device "$DEV" --device "$DEV" --catalog "$CORPUS/catalog.json" \
-    --n "${KZ_LEARN_PROPOSALS:-32}" --temperature "$1" --seed 1 --store "$out.tmp/store.sqlite" --json \
+    --n "${KZ_LEARN_PROPOSALS:-64}" --temperature "$1" --seed 1 --store "$out.tmp/store.sqlite" --json \
     > "$out.tmp/summary.json" || return
   python3 "$ROOT/scripts/learning/proposals.py" "$out.tmp/store.sqlite" "$out.tmp/proposals.jsonl" || return
   rm "$out.tmp/store.sqlite" && mv "$out.tmp" "$out"

@@ -162,7 +162,7 @@ class Proposals(Checkout):
         self.assertEqual([c[c.index("--temperature") + 1] for c in calls], ["1", "0.7"])
         for c in calls:
             self.assertEqual(c[c.index("--catalog") + 1], str(self.dir / "corpus" / "catalog.json"))
-            self.assertEqual(c[c.index("--n") + 1], "32")
+            self.assertEqual(c[c.index("--n") + 1], "64")
             self.assertEqual(c[c.index("--model") + 1], str(self.dir / "proposer_sft" / "model"))
         for t in ("1", "0.7"):
             out = self.dir / f"proposals-t{t}"
