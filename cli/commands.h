@@ -62,5 +62,6 @@ Runner add_verifier_daemon(CLI::App& app);
 Runner add_farm(CLI::App& app);
 Runner add_teach(CLI::App& app);
 Runner add_corpus(CLI::App& app);
+Runner add_proposer_pairs(CLI::App& app);
 
 }  // namespace kz::cli

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
         kz::cli::add_propose(app),    kz::cli::add_frontier(app),        kz::cli::add_bench(app),
         kz::cli::add_serve(app),      kz::cli::add_train(app),           kz::cli::add_sft(app),
         kz::cli::add_report(app),     kz::cli::add_verifier_daemon(app), kz::cli::add_farm(app),
-        kz::cli::add_teach(app),      kz::cli::add_corpus(app)};
+        kz::cli::add_teach(app),      kz::cli::add_corpus(app),          kz::cli::add_proposer_pairs(app)};
 
     auto* info_cmd = app.add_subcommand("info", "Show the linked libtorch and the devices it sees");
     bool info_json = false;

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "common/files.h"
 #include "teach/corpus.h"
+#include "teach/proposer_pairs.h"
 #include "teach/teach_run.h"
 #include "verify/batch.h"
 #include "verify/service.h"
@@ -197,6 +198,48 @@ Runner add_corpus(CLI::App& app) {
             return 0;
         } catch (const std::exception& e) {
             return usage_error("corpus", e.what());
+        }
+    };
+}
+
+Runner add_proposer_pairs(CLI::App& app) {
+    auto o = std::make_shared<ProposerPairsOptions>();
+    auto sizes = std::make_shared<std::string>("typical");
+    auto as_json = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("proposer-pairs",
+                                   "The symbolic generator's (API set -> module) pairs for the Proposer's SFT, over a "
+                                   "corpus's operators and outside its held-out API sets (teach/proposer_pairs.h)");
+    cmd->add_option("--corpus", o->corpus_dir, "A kernelzero corpus output directory")->required();
+    cmd->add_option("--out", o->out, "The pairs (JSONL, proposer.jsonl's format)")->required();
+    cmd->add_option("--n", o->n, "Pairs")->required()->check(CLI::Range(1, 1000000));
+    cmd->add_option("--level", o->level, "Level of the API sets (0: 1 and 2 in turn)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({0, 1, 2}));
+    cmd->add_option("--max-apis", o->max_apis, "Most distinct operators in a set (0: any)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 5));
+    cmd->add_option("--seed", o->seed, "Seed of the draws")->capture_default_str();
+    cmd->add_option("--sizes", *sizes, "Task sizes")->check(CLI::IsMember({"typical", "small"}))->capture_default_str();
+    cmd->add_flag("--json", *as_json, "Print the summary as JSON");
+    return [=]() -> int {
+        if (!cmd->parsed()) return -1;
+        o->small_sizes = *sizes == "small";
+        try {
+            const nlohmann::json s = write_proposer_pairs(*o);
+            if (*as_json) {
+                std::cout << s.dump() << "\n";
+                return 0;
+            }
+            std::string by;
+            for (const auto& [k, v] : s["by_apis"].items()) by += (by.empty() ? "" : ", ") + k + ": " + v.dump();
+            std::printf(
+                "%d pairs in %s (by operators: %s); drawn again: %d held out, %d with too many operators, %d "
+                "repeats\n",
+                s["pairs"].get<int>(), o->out.c_str(), by.c_str(), s["redrawn"]["held_out"].get<int>(),
+                s["redrawn"]["too_many_apis"].get<int>(), s["redrawn"]["repeat"].get<int>());
+            return 0;
+        } catch (const std::exception& e) {
+            return usage_error("proposer-pairs", e.what());
         }
     };
 }

@@ -6,9 +6,10 @@
 #   scripts/learning_experiment.sh sft              the Coder from scratch (a re-run resumes an
 #                                                   interrupted one); arm A (the SFT Coder on the
 #                                                   held-out tasks)
-#   scripts/learning_experiment.sh proposer         the Proposer from scratch (resumes likewise): only
-#                                                   arm D loads it; then its modules at temperatures
-#                                                   1 and 0.7 (the proposals stage)
+#   scripts/learning_experiment.sh proposer         the Proposer from scratch on the corpus's pairs and
+#                                                   the generator's (resumes likewise): only arm D
+#                                                   loads it; then its modules at temperatures 1 and
+#                                                   0.7 (the proposals stage)
 #   scripts/learning_experiment.sh proposals [T]    the SFT Proposer's modules for API sets of the
 #                                                   teacher's families, sampled at T (1), validated
 #   scripts/learning_experiment.sh sampled          the SFT Coder sampled 8 times a held-out task (pass@8)
@@ -137,6 +138,19 @@ sft | proposer)
   role=coder out=$DIR/sft data=$CORPUS/train.jsonl held_out=()
   [[ -f $CORPUS/heldout.jsonl ]] && held_out=(--eval-data "$CORPUS/heldout.jsonl")
   [[ $stage == proposer ]] && role=proposer out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl held_out=()
+  # The Proposer's pairs: the corpus's, and KZ_LEARN_PROPOSER_DRAWS (6000; 0: none) of the symbolic
+  # generator's own modules of two or three operators outside the held-out API sets
+  # (teach/proposer_pairs.h): the committed corpus's 834 pairs of two or more operators left the
+  # Proposer unable to compose (the twenty-fourth run). Drawn by seed: a resumed SFT trains on the
+  # same pairs.
+  if [[ $stage == proposer && ${KZ_LEARN_PROPOSER_DRAWS:-6000} != 0 ]]; then
+    data=$DIR/proposer_pairs.jsonl
+    if [[ ! -d $out/model && ! -f $data ]]; then
+      "$BIN" proposer-pairs --corpus "$CORPUS" --out "$DIR/proposer_drawn.jsonl" --n "${KZ_LEARN_PROPOSER_DRAWS:-6000}" \
+        --level 2 --max-apis 3 --seed 1 || exit
+      cat "$CORPUS/proposer.jsonl" "$DIR/proposer_drawn.jsonl" > "$data.tmp" && mv "$data.tmp" "$data" || exit
+    fi
+  fi
   if [[ ! -d $out/model ]]; then
     resume=()
     [[ -n $(find "$out/checkpoints" -maxdepth 1 -name 'step-*' ! -name '*.tmp' 2>/dev/null) ]] && resume=(--resume)

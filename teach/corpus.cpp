@@ -143,12 +143,7 @@ Pairs make_pairs(const std::vector<const Task*>& train, const CorpusOptions& o, 
                         {"apis", t->apis}}
                        .dump() +
                    "\n";
-        p.proposer += json{{"prompt", messages_json(proposer_prompt(catalog, t->apis))},
-                           {"completion", coder_answer(t->source)},
-                           {"task", t->name},
-                           {"apis", t->apis}}
-                          .dump() +
-                      "\n";
+        p.proposer += proposer_pair(catalog, t->apis, t->source, t->name);
         ++p.by_quality[quality];
         p.tasks.push_back(t);
     }
@@ -180,6 +175,16 @@ void write_families_catalog(const std::string& catalog_path, const std::string& 
 }
 
 }  // namespace
+
+std::string proposer_pair(const ApiCatalog& catalog, const std::vector<std::string>& apis, const std::string& source,
+                          const std::string& task) {
+    return json{{"prompt", messages_json(proposer_prompt(catalog, apis))},
+                {"completion", coder_answer(source)},
+                {"task", task},
+                {"apis", apis}}
+               .dump() +
+           "\n";
+}
 
 json build_corpus(const CorpusOptions& o) {
     const std::vector<Task> tasks = verified_tasks(o.teach_dir);

@@ -20,8 +20,11 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tasks/api_catalog.h"
 
 namespace kz {
 
@@ -48,6 +51,11 @@ struct CorpusOptions {
     uint64_t seed = 0;
     std::string catalog;  // the API catalog of the Proposer's prompt ("": the repository's)
 };
+
+// One line of proposer.jsonl: the Proposer's prompt for the API set (in forward order) and the module
+// as its answer.
+std::string proposer_pair(const ApiCatalog& catalog, const std::vector<std::string>& apis, const std::string& source,
+                          const std::string& task);
 
 // Builds the corpus; returns corpus.json's object. Throws std::runtime_error naming a missing or
 // unreadable input of the teach run.

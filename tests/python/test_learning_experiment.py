@@ -39,10 +39,15 @@ class Checkout(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def stage(self, *args):
+    def stage(self, *args, env=None):
         return subprocess.run(["bash", "scripts/learning_experiment.sh", *args], cwd=self.root,
                               capture_output=True, text=True, timeout=60,
-                              env={"PATH": "/usr/bin:/bin", "KZ_BIN": str(self.bin)})
+                              env={"PATH": "/usr/bin:/bin", "KZ_BIN": str(self.bin), **(env or {})})
+
+    def calls(self):
+        """The stand-in's arguments, one list a call (a stand-in that records them)."""
+        path = Path(str(self.bin) + ".calls")
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 class SameModels(Checkout):
@@ -149,10 +154,6 @@ class Proposals(Checkout):
     proposals-tT/ with the command's summary and the Proposer's modules alone."""
     BIN = PROPOSE
 
-    def calls(self):
-        path = Path(str(self.bin) + ".calls")
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
     def test_the_proposer_stage_samples_at_1_and_0_7(self):
         made = self.stage("proposer")
         self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
@@ -190,6 +191,66 @@ class Proposals(Checkout):
         self.assertIn("proposals at temperature 1 failed (exit 3)", made.stderr)
         self.assertIn("proposals at temperature 0.7 failed (exit 3)", made.stderr)
         self.assertFalse((self.dir / "proposals-t1").exists())
+
+
+# A stand-in for `kernelzero proposer-pairs` and `sft`: it records its arguments; proposer-pairs writes
+# two pairs to its --out, sft a model under its --out; every other command does nothing.
+PAIRS = """#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(json.dumps(args) + "\\n")
+if args[0] == "proposer-pairs":
+    with open(args[args.index("--out") + 1], "w") as f:
+        f.write('{"task": "drawn_00000"}\\n{"task": "drawn_00001"}\\n')
+elif args[0] == "sft":
+    model = os.path.join(args[args.index("--out") + 1], "model")
+    os.makedirs(model)
+    with open(os.path.join(model, "model.safetensors"), "w") as f:
+        f.write("proposer")
+"""
+
+
+class ProposerPairs(Checkout):
+    """The Proposer's SFT trains on the corpus's pairs and the symbolic generator's, drawn once."""
+    BIN = PAIRS
+
+    def setUp(self):
+        super().setUp()
+        shutil.rmtree(self.dir / "proposer_sft")
+        (self.dir / "corpus").mkdir()
+        (self.dir / "corpus" / "proposer.jsonl").write_text('{"task": "task_00000"}\n')
+
+    def made(self, command):
+        return [c for c in self.calls() if c[0] == command]
+
+    def test_the_generators_pairs_follow_the_corpuss(self):
+        made = self.stage("proposer")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        [draw] = self.made("proposer-pairs")
+        self.assertEqual([draw[draw.index(o) + 1] for o in ("--corpus", "--n", "--level", "--max-apis", "--seed")],
+                         [str(self.dir / "corpus"), "6000", "2", "3", "1"])
+        [sft] = self.made("sft")
+        self.assertEqual(sft[sft.index("--config") + 1], "scripts/learning/proposer_sft.toml")
+        data = Path(sft[sft.index("--data") + 1])
+        self.assertEqual([json.loads(line)["task"] for line in data.read_text().splitlines()],
+                         ["task_00000", "drawn_00000", "drawn_00001"])
+        # Trained: a second call draws and trains nothing.
+        self.assertEqual(self.stage("proposer").returncode, 0)
+        self.assertEqual((len(self.made("proposer-pairs")), len(self.made("sft"))), (1, 1))
+
+    def test_none_drawn_trains_on_the_corpuss_pairs(self):
+        made = self.stage("proposer", env={"KZ_LEARN_PROPOSER_DRAWS": "0"})
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        self.assertEqual(self.made("proposer-pairs"), [])
+        [sft] = self.made("sft")
+        self.assertEqual(sft[sft.index("--data") + 1], str(self.dir / "corpus" / "proposer.jsonl"))
+
+    def test_a_failed_draw_stops_the_stage_before_the_sft(self):
+        self.bin.write_text("#!/bin/sh\n[ \"$1\" = proposer-pairs ] && exit 2\nexit 0\n")
+        made = self.stage("proposer")
+        self.assertEqual(made.returncode, 2)
+        self.assertFalse((self.dir / "proposer_pairs.jsonl").exists())
 
 
 class Unpack(unittest.TestCase):

@@ -1,11 +1,12 @@
 """`kernelzero teach` end to end: every candidate the teacher writes for a valid task is judged
 correct by the verifier, for every operator it supports and for sampled draws of both levels; the
 fused quality launches fewer kernels where it fuses; the draws depend on the seed alone. Then
-`kernelzero corpus` on the sampled run."""
+`kernelzero corpus` on the sampled run, and `kernelzero proposer-pairs` on that corpus."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -91,6 +92,7 @@ class Teach(unittest.TestCase):
             for level in summary["levels"].values():
                 self.assertEqual(level["fused"]["correct"], level["valid"])
             self.check_corpus(out, Path(tmp) / "corpus", written)
+            self.check_proposer_pairs(Path(tmp) / "corpus")
             # The same seed draws the same tasks and writes the same candidates.
             again = Path(tmp) / "b"
             teach(again, "--count", "60", "--seed", "3", "--no-verify")
@@ -211,6 +213,73 @@ class Teach(unittest.TestCase):
                              text=True, timeout=60)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("not the output of kernelzero teach", bad.stderr)
+
+    def check_proposer_pairs(self, corpus):
+        """kernelzero proposer-pairs: the symbolic generator's modules as Proposer pairs in proposer.jsonl's
+        format, never of a held-out API set, the same for the same seed; modules that run."""
+        def draw(out, *args, corpus=corpus):
+            run = subprocess.run([BINARY, "proposer-pairs", "--corpus", str(corpus), "--out", str(out), "--sizes",
+                                  "small", "--json", *args], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            return json.loads(run.stdout)
+
+        out = corpus.parent / "drawn.jsonl"
+        summary = draw(out, "--n", "40", "--level", "2", "--max-apis", "3", "--seed", "7")
+        pairs = lines(out)
+        self.assertEqual((len(pairs), summary["pairs"]), (40, 40))
+        heldout = set((corpus / "heldout" / "api_sets.txt").read_text().split())
+        system = lines(corpus / "proposer.jsonl")[0]["prompt"][0]
+        sizes = {}
+        for p in pairs:
+            distinct = sorted(set(p["apis"]))
+            sizes[len(distinct)] = sizes.get(len(distinct), 0) + 1
+            self.assertNotIn(",".join(distinct), heldout, p["task"])
+            self.assertEqual(p["prompt"][0], system)
+            for api in p["apis"]:
+                self.assertIn(f"- {api} (", p["prompt"][1]["content"])
+            self.assertTrue(p["completion"].startswith("```python\n") and p["completion"].endswith("```"))
+        self.assertEqual(set(sizes), {2, 3})
+        self.assertEqual(summary["by_apis"], {str(k): v for k, v in sizes.items()})
+        self.assertEqual(len({p["completion"] for p in pairs}), 40, "a module written twice")
+        # The generator's modules, not validated: they run (forward on get_inputs) but for a few.
+        import torch
+        ran = 0
+        for p in pairs:
+            scope = {}
+            exec(compile(p["completion"][len("```python\n"):-len("```")], p["task"], "exec"), scope)
+            try:
+                with torch.no_grad():
+                    scope["Model"](*scope["get_init_inputs"]())(*scope["get_inputs"]())
+                ran += 1
+            except Exception:  # noqa: BLE001 - counted: the share that runs is the check
+                pass
+        self.assertGreaterEqual(ran, 36, f"{ran} of 40 modules run")
+        # The same seed writes the same pairs; another seed others.
+        again = corpus.parent / "drawn-again.jsonl"
+        draw(again, "--n", "40", "--level", "2", "--max-apis", "3", "--seed", "7")
+        self.assertEqual(again.read_text(), out.read_text())
+        draw(again, "--n", "40", "--level", "2", "--max-apis", "3", "--seed", "8")
+        self.assertNotEqual(again.read_text(), out.read_text())
+        # A pair of one operator has the prompt the corpus's pair of that operator has.
+        draw(again, "--n", "30", "--level", "1", "--seed", "7")
+        corpus_prompts = {tuple(p["apis"]): p["prompt"] for p in lines(corpus / "proposer.jsonl")}
+        shared = [p for p in lines(again) if tuple(p["apis"]) in corpus_prompts]
+        self.assertTrue(shared, "no operator in both")
+        for p in shared:
+            self.assertEqual(p["prompt"], corpus_prompts[tuple(p["apis"])])
+        # Held-out sets are drawn again: with the sets of the first draw held out, none of them comes.
+        fenced = corpus.parent / "corpus-fenced"
+        shutil.copytree(corpus, fenced)
+        drawn = {",".join(sorted(set(p["apis"]))) for p in pairs}
+        (fenced / "heldout" / "api_sets.txt").write_text("\n".join(sorted(drawn | heldout)) + "\n")
+        summary = draw(again, "--n", "40", "--level", "2", "--max-apis", "3", "--seed", "7", corpus=fenced)
+        self.assertGreater(summary["redrawn"]["held_out"], 0)
+        self.assertFalse(drawn & {",".join(sorted(set(p["apis"]))) for p in lines(again)})
+        # Not a corpus: refused, naming why.
+        bad = subprocess.run([BINARY, "proposer-pairs", "--corpus", str(corpus / "heldout"), "--out", str(again),
+                              "--n", "3"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("not the output of kernelzero corpus", bad.stderr)
 
 
 if __name__ == "__main__":
