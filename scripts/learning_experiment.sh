@@ -16,7 +16,7 @@
 #   scripts/learning_experiment.sh seen [RUN]       the SFT Coder, greedy, on 40 of its training tasks, and
 #                                                   where it first leaves the completion it was taught;
 #                                                   with an arm's run (arm-C-seed1), its last checkpoint
-#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V]
+#   scripts/learning_experiment.sh arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] [pdraws=N]
 #                                                   one RL arm from the SFT checkpoint; a variant: the
 #                                                   Coder's lr (lr=0: the control, never updated), its
 #                                                   lr's warm-up over N AdamW steps, its AdamW steps
@@ -27,7 +27,10 @@
 #                                                   stage's 40 tasks to train on (does RL raise what
 #                                                   it trains on?), or the first N of them (seen16:
 #                                                   each drawn in every iteration); arm D's Proposer's
-#                                                   sampling temperature in its propose stage (ptemp)
+#                                                   sampling temperature in its propose stage (ptemp);
+#                                                   arm D's run is named for its Proposer's drawn
+#                                                   pairs (pdraws: added where they are not 0, and
+#                                                   checked where given)
 #   scripts/learning_experiment.sh table [BASE]     the summary table (markdown) of what has run; with
 #                                                   another run's directory, arm A against its arm A
 # Arms: A SFT only; B GRPO, correctness and speed from the first step; C CA-GRPO, tasks drawn uniformly
@@ -36,7 +39,7 @@
 # draws), KZ_LEARN_LANES (12 verifier lanes and validations at once), KZ_LEARN_DEVICE (cuda),
 # KZ_LEARN_TEACH_ARCHIVE (a packed teach run, e.g. an earlier call's teach.tar.xz, that starts an
 # absent teach/: teach then verifies only the jobs it has no verdict for), KZ_LEARN_SEEN (40 training
-# tasks in the seen stage).
+# tasks in the seen stage), KZ_LEARN_PROPOSER_DRAWS (6000 of the generator's pairs in the Proposer's SFT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -49,7 +52,7 @@ CORPUS=$DIR/corpus
 SIZES=typical
 [[ $DEV == cpu ]] && SIZES=small
 
-stage=${1:?usage: $0 corpus | sft | proposer | proposals [T] | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] | table [BASE]}
+stage=${1:?usage: $0 corpus | sft | proposer | proposals [T] | sampled | seen [RUN] | arm B|C|D SEED [lr=V] [warmup=N] [mb=N] [temp=V] [kl=k3_clamped|k3+] [beta=V] [adv=dr_grpo] [tasks=seen|seenN] [ptemp=V] [pdraws=N] | table [BASE]}
 
 # A sampling temperature as the stages take it: a decimal number (temp=, ptemp=, proposals T).
 TEMPERATURE='^[0-9]*\.?[0-9]+$'
@@ -143,12 +146,30 @@ sft | proposer)
   # (teach/proposer_pairs.h): the committed corpus's 834 pairs of two or more operators left the
   # Proposer unable to compose (the twenty-fourth run). Drawn by seed: a resumed SFT trains on the
   # same pairs.
-  if [[ $stage == proposer && ${KZ_LEARN_PROPOSER_DRAWS:-6000} != 0 ]]; then
-    data=$DIR/proposer_pairs.jsonl
-    if [[ ! -d $out/model && ! -f $data ]]; then
-      "$BIN" proposer-pairs --corpus "$CORPUS" --out "$DIR/proposer_drawn.jsonl" --n "${KZ_LEARN_PROPOSER_DRAWS:-6000}" \
-        --level 2 --max-apis 3 --seed 1 || exit
-      cat "$CORPUS/proposer.jsonl" "$DIR/proposer_drawn.jsonl" > "$data.tmp" && mv "$data.tmp" "$data" || exit
+  # The draws are the Proposer's (proposer_sft/draws, beside its model: arm D's run is named for them),
+  # and a resumed SFT keeps the draws it started with.
+  if [[ $stage == proposer ]]; then
+    draws=${KZ_LEARN_PROPOSER_DRAWS:-6000}
+    [[ $draws =~ ^[0-9]+$ ]] || { echo "KZ_LEARN_PROPOSER_DRAWS=$draws is not a whole number" >&2; exit 2; }
+    draws=$((10#$draws))
+    if [[ -f $out/draws ]]; then
+      [[ $(cat "$out/draws") == "$draws" ]] || {
+        echo "$out was trained on $(cat "$out/draws") drawn pairs, not KZ_LEARN_PROPOSER_DRAWS=$draws: move it away to start it afresh" >&2
+        exit 2
+      }
+    elif [[ -e $out ]]; then
+      echo "$out does not say how many drawn pairs it was trained on (no $out/draws): move it away to start it afresh" >&2
+      exit 2
+    else
+      mkdir -p "$out" && echo "$draws" > "$out/draws.tmp" && mv "$out/draws.tmp" "$out/draws"
+    fi
+    if ((draws)); then
+      data=$DIR/proposer_pairs.jsonl
+      if [[ ! -d $out/model && ! -f $data ]]; then
+        "$BIN" proposer-pairs --corpus "$CORPUS" --out "$DIR/proposer_drawn.jsonl" --n "$draws" \
+          --level 2 --max-apis 3 --seed 1 || exit
+        cat "$CORPUS/proposer.jsonl" "$DIR/proposer_drawn.jsonl" > "$data.tmp" && mv "$data.tmp" "$data" || exit
+      fi
     fi
   fi
   if [[ ! -d $out/model ]]; then
@@ -223,7 +244,7 @@ arm)
   *) echo "unknown arm $arm (B, C or D; A is the sft stage's evaluation)" >&2; exit 2 ;;
   esac
   # A variant's options name its run: arm-C-seed1-lr3e-4-tasksseen.
-  lr=1e-3 warmup=0 mb=4 temp=1.0 ptemp=1.0 kl=k3 beta=0.04 adv=grpo tasks=pool every=8 variant=
+  lr=1e-3 warmup=0 mb=4 temp=1.0 ptemp=1.0 pdraws='' kl=k3 beta=0.04 adv=grpo tasks=pool every=8 variant=
   at_end=$(sed -n 's/^iterations = //p' scripts/learning/arm.toml)  # every = this: evaluated at the end only
   for option in "${@:4}"; do
     case $option in
@@ -235,16 +256,32 @@ arm)
     ptemp=?*)
       [[ $propose == true ]] || { echo "ptemp is the Proposer's sampling temperature: arm D only" >&2; exit 2; }
       ptemp=${option#ptemp=} ;;
+    # The drawn pairs its Proposer trained on (the proposer stage's KZ_LEARN_PROPOSER_DRAWS): arm D's
+    # run is named for them, so that runs over Proposers trained on different pairs stay apart.
+    pdraws=?*)
+      [[ $propose == true ]] || { echo "pdraws is the drawn pairs of arm D's Proposer: arm D only" >&2; exit 2; }
+      pdraws=${option#pdraws=} ;;
     kl=k3_clamped | kl=k3+) kl=${option#kl=} ;;
     beta=?*) beta=${option#beta=} ;;
     adv=dr_grpo) adv=dr_grpo ;;
     # Evaluated on held-out tasks at its end only (every = the template's iterations). seenN: the
     # first N of them, so that an iteration's tasks_per_step draws each of them (N <= 16) every time.
     tasks=seen | tasks=seen[1-9]*) tasks=${option#tasks=} every=$at_end ;;
-    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, kl=k3+, beta=VALUE, adv=dr_grpo, tasks=seen, tasks=seenN, ptemp=VALUE)" >&2; exit 2 ;;
+    *) echo "unknown arm option $option (lr=VALUE, warmup=STEPS, mb=N, temp=VALUE, kl=k3_clamped, kl=k3+, beta=VALUE, adv=dr_grpo, tasks=seen, tasks=seenN, ptemp=VALUE, pdraws=N)" >&2; exit 2 ;;
     esac
     variant+=-${option//=/}
   done
+  if [[ $propose == true ]]; then
+    [[ -f $DIR/proposer_sft/draws ]] || { echo "$DIR/proposer_sft does not say how many drawn pairs it was trained on (no draws file): run the proposer stage again" >&2; exit 2; }
+    trained=$(cat "$DIR/proposer_sft/draws")
+    [[ $trained =~ ^[0-9]+$ ]] || { echo "$DIR/proposer_sft/draws holds no number of drawn pairs: run the proposer stage again" >&2; exit 2; }
+    if [[ -z $pdraws ]]; then
+      ((trained == 0)) || variant+=-pdraws$trained
+    elif [[ ! $pdraws =~ ^[0-9]+$ ]] || ((10#$pdraws != trained)); then
+      echo "pdraws=$pdraws: the SFT Proposer was trained on $trained drawn pairs (the proposer stage's KZ_LEARN_PROPOSER_DRAWS)" >&2
+      exit 2
+    fi
+  fi
   for name in lr beta; do
     [[ ${!name} =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || { echo "$name=${!name} is not a number" >&2; exit 2; }
   done

@@ -342,7 +342,7 @@ RUN_NAME = re.compile(r"arm-([BCD])-seed(\d+)(?:-(.+))?")
 # A tasks=seen arm's variant: "tasksseen" (the 40 seen tasks) or "tasksseenN" (the first N of them).
 SEEN_VARIANT = re.compile(r"(?:^|-)tasksseen(\d*)(?:-|$)")
 # A variant's options in the order its run name gives them (an option's value may hold a "-": lr3e-4).
-OPTION_NAMES = "ptemp|lr|warmup|mb|temp|kl|beta|adv|tasks"  # ptemp before temp, which it ends with
+OPTION_NAMES = "ptemp|pdraws|lr|warmup|mb|temp|kl|beta|adv|tasks"  # ptemp before temp, which it ends with
 OPTION = re.compile(rf"(?:{OPTION_NAMES}).+?(?=-(?:{OPTION_NAMES})|$)")
 # The control arm (lr=0): the SFT Coder sampled and verified on the arms' draws, never updated.
 CONTROL = "C lr0"

@@ -34,6 +34,7 @@ class Checkout(unittest.TestCase):
         for model, weights in (("sft", "coder"), ("proposer_sft", "proposer")):
             (self.dir / model / "model").mkdir(parents=True)
             (self.dir / model / "model" / "model.safetensors").write_text(weights)
+        (self.dir / "proposer_sft" / "draws").write_text("0\n")  # on the corpus's pairs alone
         (self.dir / "pool.sqlite").write_text("")
 
     def tearDown(self):
@@ -118,6 +119,28 @@ class SameModels(Checkout):
             self.assertEqual(refused.returncode, 2, bad)
             self.assertIn(f"{bad} is not a number above 0", refused.stderr)
 
+    def test_arm_ds_run_is_named_for_its_proposers_drawn_pairs(self):
+        (self.dir / "proposer_sft" / "draws").write_text("6000\n")
+        made = self.arm("D", "1", "temp=0.7")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        self.assertTrue((self.dir / "arm-D-seed1-temp0.7-pdraws6000.toml").exists())
+        self.assertFalse((self.dir / "arm-D-seed1-temp0.7.toml").exists())
+        # Given, it is checked and names the run where it stands: the table's command makes the same run.
+        self.assertEqual(self.arm("D", "1", "temp=0.7", "pdraws=6000").returncode, 0)
+        self.assertEqual(sorted(p.name for p in self.dir.glob("arm-D-*.toml")), ["arm-D-seed1-temp0.7-pdraws6000.toml"])
+        for given in ("pdraws=0", "pdraws=600", "pdraws=many"):
+            refused = self.arm("D", "1", given)
+            self.assertEqual(refused.returncode, 2, given)
+            self.assertIn(f"{given}: the SFT Proposer was trained on 6000 drawn pairs", refused.stderr)
+        refused = self.arm("C", "1", "pdraws=6000")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("pdraws is the drawn pairs of arm D's Proposer: arm D only", refused.stderr)
+        # A Proposer that does not say (made before the proposer stage recorded its draws).
+        (self.dir / "proposer_sft" / "draws").unlink()
+        refused = self.arm("D", "1")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("does not say how many drawn pairs it was trained on", refused.stderr)
+
     def test_arm_d_needs_the_proposer(self):
         shutil.rmtree(self.dir / "proposer_sft")
         refused = self.arm("D", "1")
@@ -153,6 +176,10 @@ class Proposals(Checkout):
     teacher's families and validated against a copy of the training pool; each lands in
     proposals-tT/ with the command's summary and the Proposer's modules alone."""
     BIN = PROPOSE
+
+    def stage(self, *args, env=None):
+        # The checkout's Proposer, trained on the corpus's pairs alone: the stage finds it made.
+        return super().stage(*args, env={"KZ_LEARN_PROPOSER_DRAWS": "0", **(env or {})})
 
     def test_the_proposer_stage_samples_at_1_and_0_7(self):
         made = self.stage("proposer")
@@ -245,6 +272,25 @@ class ProposerPairs(Checkout):
         self.assertEqual(self.made("proposer-pairs"), [])
         [sft] = self.made("sft")
         self.assertEqual(sft[sft.index("--data") + 1], str(self.dir / "corpus" / "proposer.jsonl"))
+        self.assertEqual((self.dir / "proposer_sft" / "draws").read_text(), "0\n")
+
+    def test_the_draws_are_the_proposers_and_a_resume_keeps_them(self):
+        # An SFT interrupted before its model (the stand-in's sft stops as SIGINT's does): its draws stay.
+        self.bin.write_text(PAIRS.replace('elif args[0] == "sft":', 'elif args[0] == "sft":\n    sys.exit(130)\nelif False:'))
+        self.assertEqual(self.stage("proposer").returncode, 130)
+        self.assertEqual((self.dir / "proposer_sft" / "draws").read_text(), "6000\n")
+        refused = self.stage("proposer", env={"KZ_LEARN_PROPOSER_DRAWS": "0"})
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("was trained on 6000 drawn pairs, not KZ_LEARN_PROPOSER_DRAWS=0: move it away", refused.stderr)
+        self.assertEqual(len(self.made("sft")), 1)
+        refused = self.stage("proposer", env={"KZ_LEARN_PROPOSER_DRAWS": "six"})
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("KZ_LEARN_PROPOSER_DRAWS=six is not a whole number", refused.stderr)
+        # A Proposer directory that does not say what it was trained on is not resumed over.
+        (self.dir / "proposer_sft" / "draws").unlink()
+        refused = self.stage("proposer")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("does not say how many drawn pairs it was trained on", refused.stderr)
 
     def test_a_failed_draw_stops_the_stage_before_the_sft(self):
         self.bin.write_text("#!/bin/sh\n[ \"$1\" = proposer-pairs ] && exit 2\nexit 0\n")

@@ -360,6 +360,8 @@ class LearningTable(unittest.TestCase):
         self.assertEqual(t.stage_command("D advdr_grpo-temp0.7-lr3e-4-ptemp0.7", "1"),
                          "`arm D 1 adv=dr_grpo temp=0.7 lr=3e-4 ptemp=0.7`")
         self.assertEqual(t.stage_command("D ptemp0.5-temp0.7", "2"), "`arm D 2 ptemp=0.5 temp=0.7`")
+        self.assertEqual(t.stage_command("D advdr_grpo-temp0.7-lr3e-4-pdraws6000", "1"),
+                         "`arm D 1 adv=dr_grpo temp=0.7 lr=3e-4 pdraws=6000`")
         self.assertEqual(t.stage_command("B", "3"), "`arm B 3`")
 
     def test_a_variant_is_paired_with_the_variant_it_extends_on_the_same_draws(self):
