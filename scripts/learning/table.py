@@ -560,6 +560,48 @@ def proposals(run, its):
             f"{replayed:.1f} replayed tasks an iteration{signal}.")
 
 
+def probed_modules(d, run, its):
+    """What an arm's probes (arm D's propose stage: G Coder samples a valid module) measured of the
+    modules it made, the Proposer's and the symbolic generator's fill-in, by the number of operators in
+    their API set: modules whose probes were all correct (solved, no signal), some (the band: what the
+    Coder's step learns from) and none; and the Coder's training samples on them (band modules and
+    their replays), correct of all, for the iterations its metrics hold. The band needs modules at
+    the Coder's frontier (two operators for the constructor-names corpus's Coder: the twenty-fourth
+    run). From the arm's pool copy; None without one or without a propose stage."""
+    pool = d / f"{run.name}.tasks.sqlite"
+    if not pool.exists() or not any("propose" in m for m in its):
+        return None
+    db = sqlite3.connect(str(pool))
+    try:
+        probes = db.execute("SELECT a.task_id, t.apis, a.correct FROM attempts a JOIN tasks t ON t.id = a.task_id "
+                            "WHERE a.model_version = 'probe'").fetchall()
+    finally:
+        db.close()
+    if not probes:
+        return None
+    modules = {}  # task -> [operators, correct probes, probes]
+    for task, apis, ok in probes:
+        counts = modules.setdefault(task, [len(json.loads(apis)), 0, 0])
+        counts[1] += ok
+        counts[2] += 1
+    by_size = {}  # operators -> [all, some, none]
+    for size, ok, n in modules.values():
+        by_size.setdefault(size, [0, 0, 0])[0 if ok == n else 1 if ok else 2] += 1
+    measured = ", ".join(f"{size} {'/'.join(map(str, c))}" for size, c in sorted(by_size.items()))
+    trained = {}  # operators -> [correct, samples]
+    task_column = "(SELECT {} FROM tasks WHERE tasks.id = attempts.task_id)"
+    for _, origin, apis, ok in training_attempts(d, run, its, f"{task_column.format('origin')}, "
+                                                 f"{task_column.format('apis')}, correct") or []:
+        if origin == "corpus":
+            continue
+        counts = trained.setdefault(len(json.loads(apis)), [0, 0])
+        counts[0] += ok
+        counts[1] += 1
+    samples = ", ".join(f"{size} {c[0]}/{c[1]}" for size, c in sorted(trained.items())) or "none"
+    return (f"{run.name}, the modules its probes measured by operators in the API set, probes all/some/none "
+            f"correct: {measured}; the Coder's training samples on them by operators, correct/all: {samples}.")
+
+
 def proposer_samples(d):
     """The SFT Proposer's modules before any RL (the proposals stage: LEARN_DIR/proposals-tT/), one line
     a temperature: how many passed validation, by the number of operators in their API set (what D's
@@ -680,6 +722,7 @@ def main():
         learning_lines.append(per_task_learning(d, run, its, config))
         learning_lines.append(training_failures(d, run, its))
         learning_lines.append(proposals(run, its))
+        learning_lines.append(probed_modules(d, run, its))
         evals = [m["eval"] for m in its if "eval" in m]
         wall = sum(sum(v for v in m.get("stage_s", {}).values() if isinstance(v, (int, float))) for m in its)
         # A run not yet evaluated (a tasks=seen arm is evaluated at its end only) still shows its

@@ -429,6 +429,42 @@ class LearningTable(unittest.TestCase):
                          "iteration; groups without signal 7.5 of 16.0 a step.")
         self.assertIsNone(t.proposals(Path("arm-C-seed1"), [iteration(1, 40)]))  # no propose stage
 
+    def test_an_arms_probed_modules_by_operators(self):
+        t = load_script("table")
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            db = sqlite3.connect(str(d / "arm-D-seed1.tasks.sqlite"))
+            db.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, apis TEXT, origin TEXT)")
+            db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, task_id INTEGER, model_version TEXT, "
+                       "status TEXT, correct INTEGER)")
+            # A corpus task (replayed, not counted), two single-operator modules (solved; in the band), a
+            # composition of two (in the band) and one of three (never passed), the fill-in's among them.
+            db.executemany("INSERT INTO tasks (id, apis, origin) VALUES (?, ?, ?)",
+                           [(1, '["relu", "tanh"]', "corpus"), (2, '["relu"]', "proposer"), (3, '["silu"]', "proposer"),
+                            (4, '["bmm", "softmax"]', "proposer"), (5, '["conv1d", "cumsum", "mish"]', "symbolic")])
+            probes = {2: [1, 1, 1, 1], 3: [1, 0, 1, 1], 4: [0, 1, 0, 0], 5: [0, 0, 0, 0]}
+            for task, oks in probes.items():
+                db.executemany("INSERT INTO attempts (task_id, model_version, status, correct) VALUES (?, 'probe', "
+                               "'correct', ?)", [(task, ok) for ok in oks])
+            # The Coder's samples: on task 4 in iterations 1 and 2, on task 3 in 1, on the corpus's in
+            # 1; iteration 3 was cut before its metrics and is not counted.
+            for task, version, oks in ((4, "coder@iter-0", [1, 0]), (4, "coder@iter-1", [1, 1]),
+                                       (3, "coder@iter-0", [1, 1]), (1, "coder@iter-0", [0, 0]),
+                                       (4, "coder@iter-2", [1, 1])):
+                db.executemany("INSERT INTO attempts (task_id, model_version, status, correct) VALUES (?, ?, "
+                               "'correct', ?)", [(task, version, ok) for ok in oks])
+            db.commit()
+            db.close()
+            its = [iteration(1, 40), iteration(2, 40)]
+            for m in its:
+                m["propose"] = {"proposals": 16}
+            self.assertEqual(t.probed_modules(d, Path("arm-D-seed1"), its),
+                             "arm-D-seed1, the modules its probes measured by operators in the API set, probes "
+                             "all/some/none correct: 1 1/1/0, 2 0/1/0, 3 0/0/1; the Coder's training samples on "
+                             "them by operators, correct/all: 1 2/2, 2 3/4.")
+            self.assertIsNone(t.probed_modules(d, Path("arm-D-seed2"), its))  # no pool copy
+            self.assertIsNone(t.probed_modules(d, Path("arm-D-seed1"), [iteration(1, 40)]))  # no propose stage
+
     def test_a_seen_n_arm_on_the_seen_tasks_it_trained_on_and_the_others(self):
         t = load_script("table")
         with tempfile.TemporaryDirectory() as tmp:
