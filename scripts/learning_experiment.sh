@@ -165,7 +165,8 @@ sft | proposer)
     fi
     if ((draws)); then
       data=$DIR/proposer_pairs.jsonl
-      if [[ ! -d $out/model && ! -f $data ]]; then
+      # Drawn again for each SFT that has not ended (under a second): no file of other draws is reused.
+      if [[ ! -d $out/model ]]; then
         "$BIN" proposer-pairs --corpus "$CORPUS" --out "$DIR/proposer_drawn.jsonl" --n "$draws" \
           --level 2 --max-apis 3 --seed 1 || exit
         cat "$CORPUS/proposer.jsonl" "$DIR/proposer_drawn.jsonl" > "$data.tmp" && mv "$data.tmp" "$data" || exit

@@ -252,6 +252,8 @@ class ProposerPairs(Checkout):
         return [c for c in self.calls() if c[0] == command]
 
     def test_the_generators_pairs_follow_the_corpuss(self):
+        # Pairs of another Proposer's draws, left behind when its directory was moved away: drawn again.
+        (self.dir / "proposer_pairs.jsonl").write_text('{"task": "drawn_for_another"}\n')
         made = self.stage("proposer")
         self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
         [draw] = self.made("proposer-pairs")
