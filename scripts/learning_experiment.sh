@@ -143,11 +143,11 @@ sft | proposer)
   [[ $stage == proposer ]] && role=proposer out=$DIR/proposer_sft data=$CORPUS/proposer.jsonl held_out=()
   # The Proposer's pairs: the corpus's, and KZ_LEARN_PROPOSER_DRAWS (6000; 0: none) of the symbolic
   # generator's own modules of two or three operators outside the held-out API sets
-  # (teach/proposer_pairs.h): the committed corpus's 834 pairs of two or more operators left the
-  # Proposer unable to compose (the twenty-fourth run). Drawn by seed: a resumed SFT trains on the
-  # same pairs.
-  # The draws are the Proposer's (proposer_sft/draws, beside its model: arm D's run is named for them),
-  # and a resumed SFT keeps the draws it started with.
+  # (teach/proposer_pairs.h): the corpus's pairs of two or more operators alone leave the Proposer
+  # unable to compose (docs/LEARNING.md). Their number is the Proposer's (proposer_sft/draws, beside
+  # its model: arm D's run is named for it), and a resumed SFT keeps the number it started with. The
+  # draw is by seed and takes under a second, so each SFT that has not ended draws again: a resume
+  # gets the same pairs, and no file of other draws is reused.
   if [[ $stage == proposer ]]; then
     draws=${KZ_LEARN_PROPOSER_DRAWS:-6000}
     [[ $draws =~ ^[0-9]+$ ]] || { echo "KZ_LEARN_PROPOSER_DRAWS=$draws is not a whole number" >&2; exit 2; }
@@ -165,7 +165,6 @@ sft | proposer)
     fi
     if ((draws)); then
       data=$DIR/proposer_pairs.jsonl
-      # Drawn again for each SFT that has not ended (under a second): no file of other draws is reused.
       if [[ ! -d $out/model ]]; then
         "$BIN" proposer-pairs --corpus "$CORPUS" --out "$DIR/proposer_drawn.jsonl" --n "$draws" \
           --level 2 --max-apis 3 --seed 1 || exit

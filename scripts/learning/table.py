@@ -566,8 +566,8 @@ def probed_modules(d, run, its):
     their API set: modules whose probes were all correct (solved, no signal), some (the band: what the
     Coder's step learns from) and none; and the Coder's training samples on them (band modules and
     their replays), correct of all, for the iterations its metrics hold. The band needs modules at
-    the Coder's frontier (two operators for the constructor-names corpus's Coder: the twenty-fourth
-    run). From the arm's pool copy; None without one or without a propose stage."""
+    the Coder's frontier, which is a number of operators (docs/LEARNING.md). From the arm's pool copy;
+    None without one or without a propose stage."""
     pool = d / f"{run.name}.tasks.sqlite"
     if not pool.exists() or not any("propose" in m for m in its):
         return None
