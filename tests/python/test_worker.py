@@ -4,6 +4,8 @@ import fcntl
 import gc
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -575,6 +577,22 @@ class Protocol(unittest.TestCase):
         os.write(w, (protocol.MAX_FRAME + 1).to_bytes(4, "big"))
         with self.assertRaises(protocol.ProtocolError):
             protocol.read_frame(r)
+
+
+class WorkerProcess(unittest.TestCase):
+    def test_a_worker_is_first_in_line_for_the_oom_killer(self):
+        # What it forks (a candidate child, a validation's module) inherits the score.
+        with tempfile.TemporaryDirectory() as work:
+            worker = subprocess.Popen([sys.executable, "-m", "kernelzero.worker", "--role", "compile",
+                                       "--work-root", work], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                ready = protocol.read_frame(worker.stdout.fileno())
+                with open(f"/proc/{ready['pid']}/oom_score_adj") as f:
+                    self.assertEqual(f.read().strip(), "1000")
+            finally:
+                worker.stdin.close()
+                self.assertEqual(worker.wait(timeout=30), 0)
+                worker.stdout.close()
 
 
 if __name__ == "__main__":

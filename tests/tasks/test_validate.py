@@ -181,12 +181,27 @@ class Validation(ValidationCase):
         self.assertEqual(r["checks"]["runs"], "skip")
         self.assertAlmostEqual(r["info"]["memory_mb"], (1024 * 1024 + 8 * 16) * 4 / 2**20)
         # A module that cannot be built on the meta device (its __init__ reads a value) is measured
-        # by its real run instead.
+        # by its real run instead: its inputs alone (2 KiB) are within the band, its weight, inputs
+        # and output (~6 KiB) are not.
         reads = GOOD.replace("super().__init__()", "super().__init__()\n        self.k = int(torch.ones(1).item())")
-        r = check(reads, apis=("conv2d", "relu"), max_memory_mb=1e-6)
+        r = check(reads, apis=("conv2d", "relu"), max_memory_mb=0.004)
         self.assert_only_fails(r, "memory_band")
         self.assertEqual(r["checks"]["runs"], "pass")
         self.assertEqual(check(reads, apis=("conv2d", "relu"))["checks"]["memory_band"], "pass")
+
+    def test_inputs_over_the_band_are_turned_down_when_the_model_cannot_be_built(self):
+        # A Proposer's module: an __init__ naming what it never defined, and get_inputs asking for
+        # 4 TiB. Its inputs are counted on the meta device all the same; made on the CPU they would
+        # fill the host's memory (or, refused there, fail format instead).
+        broken = variant("        return torch.relu(x)").replace("torch.randn(16)", "torch.randn(undefined_len)")
+        huge = broken.replace("torch.randn(8, 16)", "torch.randn(1024, 1024, 1024, 1024)")
+        r = check(huge)
+        self.assert_only_fails(r, "memory_band")
+        self.assertIn("the task's inputs take", r["reasons"]["memory_band"])
+        self.assertEqual(r["info"]["memory_mb"], 4 * 2**20)
+        self.assertEqual(r["checks"]["runs"], "skip")
+        # Within the band the real run finds the fault, as before.
+        self.assert_only_fails(check(broken), "runs")
 
     def test_compile_time_is_reported_and_warm_up_compiles(self):
         r = check(GOOD, apis=("conv2d", "relu"), compile=True)

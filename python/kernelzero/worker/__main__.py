@@ -25,6 +25,8 @@ def main():
     # poison block or comparison chunk, and every later multi-GiB request would take a new segment.
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     _die_with_parent()
+    from .sandbox import first_to_go_out_of_memory
+    first_to_go_out_of_memory()
     if args.device.startswith("cpu") and args.role != "compile":
         os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported anywhere
     os.makedirs(args.work_root, exist_ok=True)

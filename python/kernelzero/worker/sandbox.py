@@ -16,6 +16,18 @@ KEEP_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRAR
             "NCCL_NVLS_ENABLE", "TRITON_PTXAS_PATH", "CC", "CXX", "PYTORCH_CUDA_ALLOC_CONF")
 
 
+def first_to_go_out_of_memory() -> None:
+    """Puts this process, and every process it forks, first in line for the kernel's OOM killer
+    (oom_score_adj 1000, which needs no privilege): a module that fills the host's memory (a
+    get_inputs of 96 TiB did, on a host that overcommits) takes its worker down, never the
+    controller or a neighbour's job."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:  # not Linux, or /proc not mounted: nothing to offer
+        pass
+
+
 def limit_cpu(seconds: int) -> None:
     """Caps the CPU time this process may still use (RLIMIT_CPU counts from process start)."""
     used = resource.getrusage(resource.RUSAGE_SELF)

@@ -159,16 +159,25 @@ def _declared(mod):
     1024) has 64 GiB of weight) would otherwise be built and initialised on the CPU (91 s on the
     two-GPU host) before memory_band could turn it down. Every one of these tensors is on the device
     during the real run, so the count is a lower bound of the peak memory_band measures. The inputs
-    serve the format check (it needs no values) and, with the model, the probe below. None when the
-    module cannot be built there (an __init__ that reads values, say): the real run decides then."""
-    try:
-        with torch.device("meta"):
-            model = mod.Model(*harness.init_inputs(mod, 0))
-            xs = harness.make_inputs(mod, 1, "meta")
-        tensors = list(model.parameters()) + list(model.buffers()) + [x for x in xs if isinstance(x, torch.Tensor)]
-        return _mib(tensors), model, xs
-    except BaseException:  # noqa: BLE001 - anything the module does wrong is found by the real checks
+    serve the format check (it needs no values) and, with the model, the probe below. The model and
+    the inputs are made apart: a module whose __init__ cannot be built there (it reads a value, or
+    names what it never defined) still has its inputs counted, which the format check would
+    otherwise make on the CPU (a Proposer's get_inputs asked for 96 TiB: the worker filled the
+    host's memory for minutes until the kernel killed it). Either is None where the meta device
+    cannot make it, and None alone when neither can: the real run decides then."""
+    def on_meta(make):
+        try:
+            with torch.device("meta"):
+                return make()
+        except BaseException:  # noqa: BLE001 - anything the module does wrong is found by the real checks
+            return None
+    model = on_meta(lambda: mod.Model(*harness.init_inputs(mod, 0)))
+    xs = on_meta(lambda: harness.make_inputs(mod, 1, "meta"))
+    if model is None and xs is None:
         return None
+    tensors = [] if model is None else list(model.parameters()) + list(model.buffers())
+    tensors += [x for x in xs or [] if isinstance(x, torch.Tensor)]
+    return _mib(tensors), model, xs
 
 
 def _probe_peak_bytes(meta_model, meta_inputs, device):
@@ -308,8 +317,8 @@ class _Validation:
             declared_mb, self.meta_model, self.meta_inputs = _declared(mod) or (None, None, None)
             if declared_mb is not None and declared_mb > self.max_mb:
                 self.info["memory_mb"] = declared_mb
-                self.fail("memory_band", f"the task's parameters, buffers and inputs take {declared_mb:.1f} MiB, "
-                                         f"more than {self.max_mb}")
+                counted = "inputs" if self.meta_model is None else "parameters, buffers and inputs"
+                self.fail("memory_band", f"the task's {counted} take {declared_mb:.1f} MiB, more than {self.max_mb}")
                 self.end("format", *_AFTER_FORMAT)
             harness.init_inputs(mod, 0)
             inputs = self.meta_inputs if self.meta_inputs is not None else harness.make_inputs(mod, 1, "cpu")
@@ -351,7 +360,7 @@ class _Validation:
         torch.cuda.reset_peak_memory_stats(device)
         self.base_mem = torch.cuda.memory_allocated(device)
         probed = (_probe_peak_bytes(self.meta_model, self.meta_inputs, device)
-                  if self.meta_model is not None else None)
+                  if self.meta_model is not None and self.meta_inputs is not None else None)
         self.meta_model = None  # the probe's model (moved onto the GPU in place) must not outlive it
         probed_mb = (probed - self.base_mem) / 2**20 if probed is not None else None
         if probed_mb == float("inf"):
