@@ -19,6 +19,7 @@ Runner add_train(CLI::App& app) {
         std::string config, preset, out, verifier;
         bool resume = false, print_config = false;
         std::optional<int> iterations;
+        std::optional<double> deadline;
         int nproc = 1;
     };
     auto a = std::make_shared<Args>();
@@ -31,6 +32,10 @@ Runner add_train(CLI::App& app) {
     cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
     cmd->add_option("--iterations", a->iterations, "Run until this iteration (overrides the configuration)")
         ->check(CLI::Range(0, 1000000));
+    cmd->add_option("--deadline", a->deadline,
+                    "Unix time (seconds) by which the run should have stopped: an iteration that would end later, "
+                    "by the recorded ones, is not started, and the run exits 130 as an interrupted one does")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--verifier", a->verifier,
                     "Where verdicts come from: local (the in-process pool) or redis://host:port/db (a farm of "
                     "verifier daemons); overrides verifier.url");
@@ -59,6 +64,7 @@ Runner add_train(CLI::App& app) {
             o.out_dir = a->out.empty() ? "runs/" + c.name : a->out;
             o.resume = a->resume;
             o.iterations = a->iterations;
+            o.deadline = a->deadline;
             catch_stop_signals();
             if (a->nproc > 1) {
                 if (std::getenv("WORLD_SIZE"))
@@ -72,13 +78,15 @@ Runner add_train(CLI::App& app) {
                 argv.insert(argv.end(), {"--out", o.out_dir});
                 if (a->resume) argv.push_back("--resume");
                 if (a->iterations) argv.insert(argv.end(), {"--iterations", std::to_string(*a->iterations)});
+                if (a->deadline) argv.insert(argv.end(), {"--deadline", std::to_string(*a->deadline)});
                 if (!a->verifier.empty()) argv.insert(argv.end(), {"--verifier", a->verifier});
                 return launch_local_ranks(a->nproc, argv, g_stop);
             }
-            int64_t done = run_training(c, o, g_stop);
-            if (g_stop) {
-                std::fprintf(stderr, "kernelzero train: interrupted after iteration %lld; --resume continues\n",
-                             static_cast<long long>(done));
+            const TrainOutcome run = run_training(c, o, g_stop);
+            const int64_t done = run.last_iteration;
+            if (g_stop || run.stopped_by_deadline) {
+                std::fprintf(stderr, "kernelzero train: %s after iteration %lld; --resume continues\n",
+                             g_stop ? "interrupted" : "stopped for --deadline", static_cast<long long>(done));
                 return 130;
             }
             const char* rank = std::getenv("RANK");  // a data-parallel rank: rank 0 speaks for the run

@@ -337,7 +337,9 @@ arm)
   fi
   resume=()
   [[ -f $run/run.json ]] && resume=(--resume)
-  "$BIN" train --config "$run.toml" --out "$run" "${resume[@]}"
+  # KZ_LEARN_DEADLINE (Unix seconds; scripts/learning_session.sh): no iteration is started that would
+  # end after it; train exits 130 then, as when interrupted.
+  "$BIN" train --config "$run.toml" --out "$run" "${resume[@]}" ${KZ_LEARN_DEADLINE:+--deadline "$KZ_LEARN_DEADLINE"}
   "$BIN" report "$run" > /dev/null
   ;;
 table)

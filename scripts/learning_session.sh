@@ -103,11 +103,14 @@ if compgen -G "$DIR/arms.tgz.*" > /dev/null; then
 fi
 # One stage (an arm as arm:C:1) with at most $budget seconds, its log in $OUTD. timeout signals its
 # process group: the stage's kernelzero gets the SIGINT itself (in the background too, where bash
-# leaves SIGINT ignored: kernelzero sets its own handler).
+# leaves SIGINT ignored: kernelzero sets its own handler). An arm's trainer is told when that comes
+# (KZ_LEARN_DEADLINE) and starts no iteration that would run past it: a stage runs on to its end
+# after the SIGINT, which an iteration cut there would lose with the seconds it ran.
 run_stage() {
   local args
   IFS=: read -ra args <<< "$1"
-  timeout -s INT -k 30 "$budget" bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${1//[:=]/-}.log" 2>&1
+  KZ_LEARN_DEADLINE=$((EPOCHSECONDS + budget)) timeout -s INT -k 30 "$budget" \
+    bash scripts/learning_experiment.sh "${args[@]}" >> "$OUTD/${1//[:=]/-}.log" 2>&1
 }
 rc=0
 for stage in "$@"; do

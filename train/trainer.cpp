@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -33,6 +34,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
       ranks_(dp),
       run_path_(opts.out_dir),
       last_iteration_(opts.iterations.value_or(cfg.iterations)),
+      deadline_(opts.deadline),
       catalog_(ApiCatalog::load(ApiCatalog::path_or_default(cfg.catalog))),
       excluded_sets_(cfg.propose.exclude_sets.empty() ? std::set<std::string>{}
                                                       : read_api_sets(cfg.propose.exclude_sets)),
@@ -93,7 +95,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::at
         std::make_unique<ModuleValidation>(ranks_, pipeline_.get(), validator_.get(), cfg.propose.validation_workers);
 }
 
-int64_t Trainer::run() {
+TrainOutcome Trainer::run() {
     int64_t first = 1;
     std::optional<int64_t> mine = ranks_.leader() ? run_->latest_checkpoint() : std::nullopt;
     json latest = ranks_.from_leader(mine ? json(*mine) : json(nullptr));
@@ -112,16 +114,62 @@ int64_t Trainer::run() {
     }
     ranks_.check_same_weights(*coder_);
     if (proposer_) ranks_.check_same_weights(*proposer_);
-    int64_t done = first - 1;
+    TrainOutcome out{first - 1, false};
     for (int64_t it = first; it <= last_iteration_ && !budget_spent() && !ranks_.stopping(stop_); ++it) {
+        if ((out.stopped_by_deadline = past_deadline(it))) break;
         if (!iteration(it)) break;
-        done = it;
+        out.last_iteration = it;
     }
     if (budget_spent() && ranks_.leader())
         std::fprintf(stderr, "[train] budget spent after iteration %lld: %lld verifications, %lld tokens sampled\n",
-                     static_cast<long long>(done), static_cast<long long>(spent_verified_),
+                     static_cast<long long>(out.last_iteration), static_cast<long long>(spent_verified_),
                      static_cast<long long>(spent_tokens_));
-    return done;
+    return out;
+}
+
+// The leader decides from the recorded iterations, every rank follows.
+bool Trainer::past_deadline(int64_t it) {
+    if (!deadline_) return false;
+    json past = false;
+    if (ranks_.leader()) {
+        const std::vector<json> finished = run_->metrics();
+        // The budget makes an iteration the last, evaluated, where it may spend what is left.
+        int64_t verified = 0, tokens = 0;
+        for (const json& m : finished) {
+            verified = std::max(verified, m.value("verified", int64_t{0}));
+            tokens = std::max(tokens, m.value("tokens_sampled", int64_t{0}));
+        }
+        const bool last = it == last_iteration_ ||
+                          (cfg_.verification_budget > 0 && spent_verified_ + verified >= cfg_.verification_budget) ||
+                          (cfg_.token_budget > 0 && spent_tokens_ + tokens >= cfg_.token_budget);
+        const bool evaluates = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || last);
+        const double estimate = iteration_estimate_s(finished, evaluates);
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        if (now + estimate > *deadline_) {
+            std::fprintf(
+                stderr, "[train] iteration %lld not started: it would take ~%.0f s%s, the deadline is %.0f s away\n",
+                static_cast<long long>(it), estimate, evaluates ? " with its evaluation" : "", *deadline_ - now);
+            past = true;
+        }
+    }
+    return ranks_.from_leader(past).get<bool>();
+}
+
+double iteration_estimate_s(const std::vector<json>& finished, bool evaluates) {
+    double iteration = 0, eval = -1;
+    for (size_t i = 0; i < finished.size(); ++i) {
+        const json stages = finished[i].value("stage_s", json::object());
+        double total = 0, its_eval = 0;
+        for (const auto& [stage, secs] : stages.items()) {
+            // warm_start is iteration 1's alone.
+            if (!secs.is_number() || stage == "warm_start") continue;
+            (stage == "eval" ? its_eval : total) += secs.get<double>();
+        }
+        if (stages.contains("eval")) eval = std::max(eval, its_eval);
+        if (i + 4 >= finished.size()) iteration = std::max(iteration, total);
+    }
+    if (!evaluates) return iteration;
+    return iteration + (eval >= 0 ? eval : iteration);
 }
 
 bool Trainer::budget_spent() const {
@@ -326,7 +374,7 @@ void Trainer::add_attempts(const std::vector<StoredTask>& tasks, const JudgedSte
     }
 }
 
-int64_t run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop) {
+TrainOutcome run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop) {
     cfg.validate();
     std::unique_ptr<Collective> dp;
     if (auto env = DistEnv::from_environment(); env && env->world > 1) {

@@ -20,6 +20,9 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "train/train_config.h"
 
@@ -29,11 +32,28 @@ struct TrainOptions {
     std::string out_dir;
     bool resume = false;
     std::optional<int> iterations;  // overrides the configuration's
+    // Seconds since the epoch (the system clock) by which the run should have stopped, or none. An
+    // iteration that would end later by iteration_estimate_s is not started: on a machine that ends
+    // each command at a deadline, an iteration cut there is lost with the seconds it ran.
+    std::optional<double> deadline;
 };
 
-// Runs iterations up to the configured number. Returns the last finished iteration. Throws
-// std::runtime_error naming the cause (bad run directory, model, verifier start); when `stop` is set
-// it returns at the next step boundary without checkpointing the unfinished iteration.
-int64_t run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop);
+struct TrainOutcome {
+    int64_t last_iteration = 0;        // the last finished iteration
+    bool stopped_by_deadline = false;  // the next iteration was not started (TrainOptions::deadline)
+};
+
+// Runs iterations up to the configured number. Throws std::runtime_error naming the cause (bad run
+// directory, model, verifier start); when `stop` is set it returns at the next step boundary without
+// checkpointing the unfinished iteration.
+TrainOutcome run_training(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop);
+
+// Seconds the next iteration will take, from the metrics of the run's finished iterations
+// (metrics.jsonl's records, in order; their "stage_s"): the longest of the last four, evaluation and
+// warm_start apart (the first iterations of a process pay its warm-up), plus, where the next one
+// evaluates (`evaluates`), the longest evaluation recorded, or the iteration's own estimate again
+// where none is. 0 without a finished iteration: a run's first iteration starts unless the deadline
+// has passed.
+double iteration_estimate_s(const std::vector<nlohmann::json>& finished, bool evaluates);
 
 }  // namespace kz

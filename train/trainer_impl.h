@@ -33,13 +33,14 @@ class Trainer {
 
 public:
     Trainer(const TrainConfig& cfg, const TrainOptions& opts, const std::atomic<bool>& stop, Collective* dp);
-    // Iterations from the last checkpoint (or the first) to the configured last; returns the last
-    // finished one.
-    int64_t run();
+    // Iterations from the last checkpoint (or the first) to the configured last.
+    TrainOutcome run();
 
 private:
     // One iteration: the stages in order; false when stopped part-way (nothing of it is checkpointed).
     bool iteration(int64_t it);
+    // Whether iteration `it` would end past the deadline (TrainOptions::deadline), on every rank alike.
+    bool past_deadline(int64_t it);
 
     // ---- the stages (stage_*.cpp); `m` is the iteration's metrics, each stage adds its own.
     void warm_start(json& m);
@@ -82,6 +83,7 @@ private:
     Ranks ranks_;
     std::string run_path_;
     int64_t last_iteration_;
+    std::optional<double> deadline_;  // TrainOptions::deadline
     ApiCatalog catalog_;
     std::set<std::string> excluded_sets_;  // propose.exclude_sets: sorted, comma-joined API sets
     CoderFormat format_;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -589,6 +590,17 @@ TEST_F(TrainTest, TinyCpuRunsTwoIterationsAndReports) {
     // directory without --resume is refused.
     auto again = run({"train", "--preset", "tiny-cpu", "--out", out, "--resume", "--iterations", "2"}, dir);
     EXPECT_EQ(again.code, 0) << again.err;
+    EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
+    // A deadline that the next iteration would miss: it is not started, and the run says so as an
+    // interrupted one does.
+    const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto late = run({"train", "--preset", "tiny-cpu", "--out", out, "--resume", "--iterations", "3", "--deadline",
+                     std::to_string(now)},
+                    dir);
+    EXPECT_EQ(late.code, 130) << late.err;
+    EXPECT_NE(late.err.find("iteration 3 not started"), std::string::npos) << late.err;
+    EXPECT_NE(late.err.find("stopped for --deadline after iteration 2; --resume continues"), std::string::npos)
+        << late.err;
     EXPECT_EQ(metric_iterations(out), (std::vector<int>{1, 2}));
     auto twice = run({"train", "--preset", "tiny-cpu", "--out", out}, dir);
     EXPECT_EQ(twice.code, 2);

@@ -153,6 +153,25 @@ class SameModels(Checkout):
 # a valid module of one operator and a module of two that the validator turned down, cut inside a
 # character as a completion that ran out of tokens is, as the command does; every other command does
 # nothing.
+RECORD = """#!/usr/bin/env python3
+import json, sys
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+"""
+
+
+class Deadline(Checkout):
+    """An arm's trainer is told the session's deadline (KZ_LEARN_DEADLINE, learning_session.sh)."""
+    BIN = RECORD
+
+    def test_the_trainer_gets_the_deadline_where_one_is_set(self):
+        for env, given in (({"KZ_LEARN_DEADLINE": "1765130000"}, ["--deadline", "1765130000"]), ({}, [])):
+            made = self.stage("arm", "C", "1", env=env)
+            self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+            train = [c for c in self.calls() if c[0] == "train"][-1]
+            self.assertEqual(train[train.index("--out") + 2:], given)
+
+
 PROPOSE = """#!/usr/bin/env python3
 import json, sqlite3, sys
 args = sys.argv[1:]

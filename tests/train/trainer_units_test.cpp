@@ -24,6 +24,7 @@
 #include "train/run_dir.h"
 #include "train/seeds.h"
 #include "train/sft.h"
+#include "train/trainer.h"
 #include "verify/device_memory.h"
 
 namespace {
@@ -38,6 +39,31 @@ TEST(Seeds, AFunctionOfSeedIterationStreamAndStepAlone) {
             for (uint64_t stream : {kz::kProposeStage, kz::kCoderStage, kz::kEvalStage})
                 for (uint64_t step : {0, 1}) seen.insert(kz::derive_seed(seed, it, stream, step));
     EXPECT_EQ(seen.size(), 2u * 2 * 3 * 2);  // every coordinate moves the seed
+}
+
+// The twenty-sixth learning run's D: a first iteration that pays the process's warm-up, then ~45 s
+// ones, an evaluation at 8.
+TEST(IterationEstimate, TheLongestOfTheLastFourAndTheLongestEvaluationWhereOneIsDue) {
+    EXPECT_EQ(kz::iteration_estimate_s({}, true), 0.0);  // the first iteration always starts
+    auto it = [](double propose, double coder, double eval = -1) {
+        json stages = {{"propose", propose}, {"refresh_pool", 0.1}, {"coder", coder}};
+        if (eval >= 0) stages["eval"] = eval;
+        stages["checkpoint"] = 0.1;
+        return json{{"stage_s", stages}};
+    };
+    std::vector<json> finished = {it(45.7, 56.1), it(14.7, 33.3), it(11.9, 31.3)};
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, false), 45.7 + 56.1 + 0.2);
+    // No evaluation recorded yet: as long as an iteration.
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, true), 2 * (45.7 + 56.1 + 0.2));
+    for (auto [p, c] : {std::pair{12.3, 30.3}, {9.4, 33.8}, {12.8, 23.7}, {13.3, 29.8}}) finished.push_back(it(p, c));
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, false), 9.4 + 33.8 + 0.2);  // iteration 1 out of the window
+    finished.push_back(it(18.0, 36.4, 82.1));
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, false), 18.0 + 36.4 + 0.2);
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, true), 18.0 + 36.4 + 0.2 + 82.1);
+    // iteration 1's warm start is its own.
+    finished[0]["stage_s"]["warm_start"] = 900.0;
+    finished.resize(1);
+    EXPECT_DOUBLE_EQ(kz::iteration_estimate_s(finished, false), 45.7 + 56.1 + 0.2);
 }
 
 kz::RolloutRecord record(const std::string& hash, int sample, bool correct) {
