@@ -133,16 +133,14 @@ bool Trainer::past_deadline(int64_t it) {
     json past = false;
     if (ranks_.leader()) {
         const std::vector<json> finished = run_->metrics();
-        // The budget makes an iteration the last, evaluated, where it may spend what is left.
+        // The budget makes an iteration the last, evaluated, where it may spend what is left: as much
+        // as the most any recorded iteration spent.
         int64_t verified = 0, tokens = 0;
         for (const json& m : finished) {
             verified = std::max(verified, m.value("verified", int64_t{0}));
             tokens = std::max(tokens, m.value("tokens_sampled", int64_t{0}));
         }
-        const bool last = it == last_iteration_ ||
-                          (cfg_.verification_budget > 0 && spent_verified_ + verified >= cfg_.verification_budget) ||
-                          (cfg_.token_budget > 0 && spent_tokens_ + tokens >= cfg_.token_budget);
-        const bool evaluates = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || last);
+        const bool evaluates = evaluated(it, budget_spent(verified, tokens));
         const double estimate = iteration_estimate_s(finished, evaluates);
         const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         if (now + estimate > *deadline_) {
@@ -172,9 +170,13 @@ double iteration_estimate_s(const std::vector<json>& finished, bool evaluates) {
     return iteration + (eval >= 0 ? eval : iteration);
 }
 
-bool Trainer::budget_spent() const {
-    return (cfg_.verification_budget > 0 && spent_verified_ >= cfg_.verification_budget) ||
-           (cfg_.token_budget > 0 && spent_tokens_ >= cfg_.token_budget);
+bool Trainer::budget_spent(int64_t more_verified, int64_t more_tokens) const {
+    return (cfg_.verification_budget > 0 && spent_verified_ + more_verified >= cfg_.verification_budget) ||
+           (cfg_.token_budget > 0 && spent_tokens_ + more_tokens >= cfg_.token_budget);
+}
+
+bool Trainer::evaluated(int64_t it, bool spends_budget) const {
+    return !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || it == last_iteration_ || spends_budget);
 }
 
 // One iteration; false when stopped part-way (nothing of it is checkpointed).
@@ -195,9 +197,7 @@ bool Trainer::iteration(int64_t it) {
     throughput(m);
     spent_verified_ += m["verified"].get<int64_t>();
     spent_tokens_ += m["tokens_sampled"].get<int64_t>();
-    const bool last = it == last_iteration_ || budget_spent();
-    const bool eval_due = !cfg_.eval.tasks.empty() && (it % cfg_.eval.every == 0 || last);
-    if (eval_due) {
+    if (evaluated(it, budget_spent())) {
         if (ranks_.leader()) timer_.run("eval", [&] { evaluate(it, m); });
         ranks_.barrier("eval-" + std::to_string(it), kEvalTimeout);
     }

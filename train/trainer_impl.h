@@ -102,7 +102,11 @@ private:
     StageTimer timer_;
     // The run's spending through the last finished iteration, all ranks (verification_budget, token_budget).
     int64_t spent_verified_ = 0, spent_tokens_ = 0;
-    bool budget_spent() const;
+    // Whether the budget is spent, or would be with more_verified and more_tokens spent on top.
+    bool budget_spent(int64_t more_verified = 0, int64_t more_tokens = 0) const;
+    // Whether iteration `it` ends with an evaluation: every eval.every iterations and the last one (the
+    // configured last, or one that spends the budget: `spends_budget`).
+    bool evaluated(int64_t it, bool spends_budget) const;
     int64_t tokens_ = 0, verified_ = 0, samples_ = 0;  // since the last throughput(); tokens, verified: this rank's
     double verify_s_ = 0;
     // Declared last, so destroyed first: its workers may still be validating with the pipeline or the

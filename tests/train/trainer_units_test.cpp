@@ -41,7 +41,7 @@ TEST(Seeds, AFunctionOfSeedIterationStreamAndStepAlone) {
     EXPECT_EQ(seen.size(), 2u * 2 * 3 * 2);  // every coordinate moves the seed
 }
 
-// The twenty-sixth learning run's D: a first iteration that pays the process's warm-up, then ~45 s
+// Stage times of an arm D on an H100: a first iteration that pays the process's warm-up, then ~45 s
 // ones, an evaluation at 8.
 TEST(IterationEstimate, TheLongestOfTheLastFourAndTheLongestEvaluationWhereOneIsDue) {
     EXPECT_EQ(kz::iteration_estimate_s({}, true), 0.0);  // the first iteration always starts

@@ -18,9 +18,9 @@ KEEP_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRAR
 
 def first_to_go_out_of_memory() -> None:
     """Puts this process, and every process it forks, first in line for the kernel's OOM killer
-    (oom_score_adj 1000, which needs no privilege): a module that fills the host's memory (a
-    get_inputs of 96 TiB did, on a host that overcommits) takes its worker down, never the
-    controller or a neighbour's job."""
+    (oom_score_adj 1000, which needs no privilege): a module that fills the host's memory (on a
+    host that overcommits, a tensor of terabytes is allocated and then written page by page) takes
+    its worker down, never the controller or a neighbour's job."""
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")

@@ -162,9 +162,9 @@ def _declared(mod):
     serve the format check (it needs no values) and, with the model, the probe below. The model and
     the inputs are made apart: a module whose __init__ cannot be built there (it reads a value, or
     names what it never defined) still has its inputs counted, which the format check would
-    otherwise make on the CPU (a Proposer's get_inputs asked for 96 TiB: the worker filled the
-    host's memory for minutes until the kernel killed it). Either is None where the meta device
-    cannot make it, and None alone when neither can: the real run decides then."""
+    otherwise make on the CPU (a get_inputs of terabytes fills the host's memory until the kernel
+    kills the worker). Either is None where the meta device cannot make it, and None alone when
+    neither can: the real run decides then."""
     def on_meta(make):
         try:
             with torch.device("meta"):
