@@ -694,7 +694,7 @@ def main():
           "tokens sampled | wall | stage (scripts/learning_experiment.sh) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(row("A", "-", start, start, "-", 0, 0, 0, 0.0))
-    ends = {}  # arm -> [(pass@1, fast_1) at the end of each seed]
+    ends = {}  # arm -> {seed: ({iteration: figures}, {iteration: eval dir})} over its evaluations
     correct = {}  # (arm, seed) -> {iteration: correct samples}
     start_outcomes = outcomes(d / "arm-A")
     pairs = []  # each arm's last evaluation against A
@@ -748,15 +748,14 @@ def main():
               f"{start_invalid}) by iteration: {invalid}; written as arm A's by iteration: {as_a}; "
               f"KL to the SFT Coder, last step: "
               f"{f'{kl[-1]:.2e}' if kl else 'not computed'}{f', largest: {largest}' if largest else ''}{notes} -->")
-        end = figures(evals[-1])
         last, last_eval = list(eval_dirs.items())[-1]
         end_outcomes = outcomes(last_eval)
         pairs.append(against(f"{run.name} at iteration {last} against A", end_outcomes, start_outcomes))
         by_transitions.append(correct_by_transitions(f"{run.name} at iteration {last}", classes, end_outcomes))
         by_status.append(failure_counts(f"{run.name} at iteration {last}", last_eval))
         by_module.append(module_followed(f"{run.name} at iteration {last}", last_eval, tasks))
-        ends.setdefault(arm, []).append((end["pass1"] or 0.0, end["fast1"] or 0.0))
-    # The seed spread each comparison must beat: per arm, the mean and range over its seeds.
+        ends.setdefault(arm, {})[seed] = ({m["iteration"]: figures(m["eval"]) for m in its if "eval" in m},
+                                         eval_dirs)
     print()
     print(f"Arm A (one row: greedy): pass@1 {start['pass1'] or 0:.3f}, fast_1 {start['fast1'] or 0:.3f}.")
     sampled = d / "arm-A-sampled" / "metrics.json"
@@ -817,11 +816,25 @@ def main():
         line = paired(seed, arm, c, CONTROL, correct[(CONTROL, seed)])
         if line:
             print(line)
+    # The seed spread a comparison must beat, per arm at the last iteration all its seeds were evaluated
+    # at (a seed cut short ends before the others): the mean and range over its seeds, and each later
+    # seed against the first task by task, the churn between seeds of one setting.
     for arm, seeds in sorted(ends.items()):
-        p, f = [s[0] for s in seeds], [s[1] for s in seeds]
-        print(f"Arm {arm} over {len(seeds)} seed(s): pass@1 mean {sum(p) / len(p):.3f} (range {min(p):.3f}-"
-              f"{max(p):.3f}), fast_1 mean {sum(f) / len(f):.3f} (range {min(f):.3f}-{max(f):.3f}).")
-
+        shared = set.intersection(*(set(evals) for evals, _ in seeds.values()))
+        if not shared:
+            print(f"Arm {arm}: its {len(seeds)} seeds share no evaluated iteration.")
+            continue
+        at = max(shared)
+        p = [evals[at]["pass1"] or 0.0 for evals, _ in seeds.values()]
+        f = [evals[at]["fast1"] or 0.0 for evals, _ in seeds.values()]
+        print(f"Arm {arm} over {len(seeds)} seed(s) at iteration {at}: pass@1 mean {sum(p) / len(p):.3f} (range "
+              f"{min(p):.3f}-{max(p):.3f}), fast_1 mean {sum(f) / len(f):.3f} (range {min(f):.3f}-{max(f):.3f}).")
+        first, *later = sorted(seeds, key=int)
+        for seed in later:
+            line = against(f"Arm {arm} seed {seed} against seed {first} at iteration {at}",
+                           outcomes(seeds[seed][1][at]), outcomes(seeds[first][1][at]))
+            if line:
+                print(line)
 
 if __name__ == "__main__":
     main()

@@ -232,7 +232,7 @@ class LearningTable(unittest.TestCase):
         self.assertIn("Seed 1, C lr3e-4 against B lr3e-4 on the same draws (iterations 1-3): correct samples 80 "
                       "against 51 (C lr3e-4 - B lr3e-4 = +29); C lr3e-4 ahead in 1 iterations, behind in 1, equal "
                       "in 0.", lines)
-        self.assertIn("Arm C lr3e-4 over 1 seed(s): pass@1 mean 0.100 (range 0.100-0.100), fast_1 mean 0.000 "
+        self.assertIn("Arm C lr3e-4 over 1 seed(s) at iteration 3: pass@1 mean 0.100 (range 0.100-0.100), fast_1 mean 0.000 "
                       "(range 0.000-0.000).", lines)
 
     def test_variants_against_c_and_the_control_the_speed_only_share_and_per_task_learning(self):
@@ -375,6 +375,35 @@ class LearningTable(unittest.TestCase):
         # One option over C is paired with C; a last option of tasks= changes the draws; B and C itself.
         for arm in ("C advdr_grpo", "C advdr_grpo-tasksseen16", "B advdr_grpo-temp0.7", "C"):
             self.assertIsNone(t.parent_variant(arm), arm)
+
+    def test_the_seed_spread_is_at_the_last_iteration_every_seed_was_evaluated_at(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            write_arm_a(d, {0, 1})
+            # Seed 1 evaluated at 2 and 4; seeds 2 and 10 cut before 4. At 2: seed 1 passes tasks 0-2, seed
+            # 2 tasks 1-4 (+2 -1 against seed 1), seed 10 none (+0 -3); numerical order puts 10 last.
+            for seed, at_2, at_4 in ((1, {0, 1, 2}, {0, 1, 2, 3, 4, 5}), (2, {1, 2, 3, 4}, None), (10, set(), None)):
+                run = d / f"arm-C-seed{seed}-lr3e-4"
+                its = [iteration(1, 30), iteration(2, 40, evaluated=(len(at_2), 0)), iteration(3, 40)]
+                write_jsonl(run / "eval" / "iter-000002" / "verdicts.jsonl", verdicts(at_2))
+                if at_4 is not None:
+                    its.append(iteration(4, 50, evaluated=(len(at_4), 1)))
+                    write_jsonl(run / "eval" / "iter-000004" / "verdicts.jsonl", verdicts(at_4, fast={0}))
+                write_jsonl(run / "metrics.jsonl", its)
+            write_jsonl(d / "arm-C-seed1" / "metrics.jsonl", [iteration(1, 30), iteration(2, 40, evaluated=(2, 1))])
+            write_jsonl(d / "arm-C-seed1" / "eval" / "iter-000002" / "verdicts.jsonl", verdicts({0, 1}, fast={1}))
+            out = subprocess.run([sys.executable, str(SCRIPT), str(d)], capture_output=True, text=True, check=True)
+        lines = out.stdout.splitlines()
+        self.assertIn("Arm C lr3e-4 over 3 seed(s) at iteration 2: pass@1 mean 0.233 (range 0.000-0.400), fast_1 "
+                      "mean 0.000 (range 0.000-0.000).", lines)
+        self.assertIn("Arm C lr3e-4 seed 2 against seed 1 at iteration 2, task by task: pass +2 -1 (exact McNemar "
+                      "p = 1.00); fast_1 +0 -0 (exact McNemar p = 1.00).", lines)
+        self.assertEqual(lines[-1], "Arm C lr3e-4 seed 10 against seed 1 at iteration 2, task by task: pass +0 -3 "
+                                    "(exact McNemar p = 0.25); fast_1 +0 -0 (exact McNemar p = 1.00).")
+        # One seed: its last evaluation, and no line against itself.
+        self.assertIn("Arm C over 1 seed(s) at iteration 2: pass@1 mean 0.200 (range 0.200-0.200), fast_1 mean 0.100 "
+                      "(range 0.100-0.100).", lines)
+        self.assertFalse(any(line.startswith("Arm C seed") for line in lines))
 
     def test_a_seen_n_arms_curve_is_on_its_fixed_tasks(self):
         t = load_script("table")
