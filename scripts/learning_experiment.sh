@@ -186,8 +186,8 @@ sft | proposer)
   fi
   if [[ $stage == sft ]]; then
     # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point. Once bench has
-    # written its metrics (its last write) over this Coder, A is done: a resumed bench would load the
-    # Coder (~20 s of a session's first call) to keep every completion and verdict it finds.
+    # written its metrics (its last write) over this Coder, A is done: a resumed bench would only load
+    # the Coder to keep every completion and verdict it finds.
     same_coder "$DIR/arm-A"
     echo "SFT Coder fingerprint $coder_sha"
     if [[ -f $DIR/arm-A/metrics.json ]]; then

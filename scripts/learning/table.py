@@ -836,5 +836,6 @@ def main():
             if line:
                 print(line)
 
+
 if __name__ == "__main__":
     main()
