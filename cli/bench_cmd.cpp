@@ -1,8 +1,10 @@
 // kernelzero bench: a Coder (the policy engine, or the reference self-test) on KernelBench-format
 // task sets, with KernelBench's metrics and reports (bench/bench_run.h).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -20,25 +22,45 @@ namespace kz::cli {
 
 namespace {
 
-// The policy engine as a completion source (train/policy.h), owning its model and tokenizer.
+// The policy engine as a completion source (train/policy.h), owning its model and tokenizer. The
+// weights load at the first complete(): a resumed run whose completions are all recorded never loads
+// them, and still has its run.json checked. The tokenizer, config and adapter config are read at once,
+// so that a wrong --model or --adapter fails before run.json is written.
 class EngineSource : public CompletionSource {
 public:
     EngineSource(const ModelArgs& args, SamplingParams sampling, int64_t max_new_tokens, int batch)
-        : tok_(Tokenizer::load(args.model)),
-          model_(load_model(args)),
-          source_(model_, tok_, stop_ids(tok_, model_.config(), GenerationDefaults::load(args.model)), sampling,
-                  max_new_tokens, batch, args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {}
+        : args_(args),
+          tok_(Tokenizer::load(args.model)),
+          stops_(stop_ids(tok_, ModelConfig::load(args.model), GenerationDefaults::load(args.model))),
+          sampling_(sampling),
+          max_new_tokens_(max_new_tokens),
+          batch_(batch),
+          describe_(args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {
+        if (!args.adapter.empty() && !std::filesystem::exists(args.adapter + "/adapter_config.json"))
+            throw std::runtime_error("--adapter " + args.adapter + ": no adapter_config.json");
+    }
     std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
                                                    int n) override {
-        return source_.complete(prompts, n);
+        if (!source_) {
+            model_ = std::make_unique<Model>(load_model(args_));
+            source_ =
+                std::make_unique<PolicySource>(*model_, tok_, stops_, sampling_, max_new_tokens_, batch_, describe_);
+        }
+        return source_->complete(prompts, n);
     }
-    std::string describe() const override { return source_.describe(); }
-    int batch_prompts() const override { return source_.batch_prompts(); }
+    std::string describe() const override { return describe_; }
+    int batch_prompts() const override { return batch_; }
 
 private:
+    ModelArgs args_;
     Tokenizer tok_;
-    Model model_;
-    PolicySource source_;
+    std::vector<int64_t> stops_;
+    SamplingParams sampling_;
+    int64_t max_new_tokens_;
+    int batch_;
+    std::string describe_;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<PolicySource> source_;  // refers to *model_ and tok_
 };
 
 struct BenchArgs : ModelArgs {

@@ -185,17 +185,12 @@ sft | proposer)
     for t in 1 0.7; do proposals "$t" || echo "proposals at temperature $t failed (exit $?)" >&2; done
   fi
   if [[ $stage == sft ]]; then
-    # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point. Once bench has
-    # written its metrics (its last write) over this Coder, A is done: a resumed bench would only load
-    # the Coder to keep every completion and verdict it finds.
+    # Arm A: the SFT Coder, greedy, on the held-out tasks: every RL arm's starting point. Resumed, bench
+    # checks the run against arm-A/run.json and loads the Coder only for a completion it lacks.
     same_coder "$DIR/arm-A"
     echo "SFT Coder fingerprint $coder_sha"
-    if [[ -f $DIR/arm-A/metrics.json ]]; then
-      echo "arm A is complete over this Coder: $DIR/arm-A/metrics.json"
-    else
-      "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
-        --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
-    fi
+    "$BIN" bench --model "$DIR/sft/model" --tasks "$CORPUS/heldout" --backend triton --device "$DEV" \
+      --max-new-tokens 3072 --out "$DIR/arm-A" --resume --no-progress --json | tail -1
   fi
   ;;
 proposals)

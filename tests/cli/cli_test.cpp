@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -471,10 +472,11 @@ TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
     // run still reports.
     const std::string model = tiny_model("qwen2"), tasks = task_dir("level1", {"relu.py", "softmax.py"}),
                       out = dir + "/run";
-    auto r = run({"bench",    "--tasks", tasks,       "--backend",   "triton", "--model", model,
-                  "--device", "cpu",     "--samples", "2",           "--k",    "1,2",     "--max-new-tokens",
-                  "12",       "--out",   out,         "--cache-dir", cache,    "--json",  "--no-progress"},
-                 dir);
+    std::vector<std::string> args = {"bench", "--tasks",          tasks,          "--backend", "triton", "--model",
+                                     model,   "--device",         "cpu",          "--samples", "2",      "--k",
+                                     "1,2",   "--max-new-tokens", "12",           "--out",     out,      "--cache-dir",
+                                     cache,   "--json",           "--no-progress"};
+    auto r = run(args, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(count_lines(out + "/completions.jsonl"), 4);
     auto verdicts = results(out + "/verdicts.jsonl");
@@ -489,6 +491,27 @@ TEST_F(CliTest, BenchTinyModelRecordsFormatErrors) {
     json run_json = json::parse(kz::read_file(out + "/run.json"));
     EXPECT_EQ(run_json["prompt_version"], "coder-v1");
     EXPECT_EQ(run_json["settings"]["temperature"], 1.0);  // several samples: sampled, not greedy
+
+    // Resumed with every completion recorded, the run is checked against run.json but the weights are
+    // never loaded: without them it still reports, and other settings are still refused.
+    for (const auto& e : fs::directory_iterator(model))
+        if (e.path().extension() == ".safetensors") fs::remove(e.path());
+    args.push_back("--resume");
+    auto resumed = run(args, dir);
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_EQ(count_lines(out + "/completions.jsonl"), 4);
+    EXPECT_EQ(count_lines(out + "/verdicts.jsonl"), 4);
+    args[std::find(args.begin(), args.end(), "--max-new-tokens") - args.begin() + 1] = "13";
+    auto other = run(args, dir);
+    EXPECT_EQ(other.code, 2);
+    EXPECT_NE(other.err.find("settings differs"), std::string::npos) << other.err;
+    // A missing adapter is refused before anything is written.
+    auto no_adapter = run({"bench", "--tasks", tasks, "--backend", "triton", "--model", model, "--adapter",
+                           dir + "/no-adapter", "--device", "cpu", "--out", dir + "/run2", "--no-progress"},
+                          dir);
+    EXPECT_EQ(no_adapter.code, 2);
+    EXPECT_NE(no_adapter.err.find("no adapter_config.json"), std::string::npos) << no_adapter.err;
+    EXPECT_FALSE(fs::exists(dir + "/run2/run.json"));
 }
 
 }  // namespace
