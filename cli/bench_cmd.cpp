@@ -1,10 +1,8 @@
 // kernelzero bench: a Coder (the policy engine, or the reference self-test) on KernelBench-format
 // task sets, with KernelBench's metrics and reports (bench/bench_run.h).
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <memory>
-#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +12,7 @@
 #include "cli/model_options.h"
 #include "engine/chat.h"
 #include "engine/generate.h"
+#include "engine/lora.h"
 #include "train/policy.h"
 #include "verify/farm.h"
 #include "verify/verifier.h"
@@ -36,8 +35,7 @@ public:
           max_new_tokens_(max_new_tokens),
           batch_(batch),
           describe_(args.model + (args.adapter.empty() ? "" : " + " + args.adapter)) {
-        if (!args.adapter.empty() && !std::filesystem::exists(args.adapter + "/adapter_config.json"))
-            throw std::runtime_error("--adapter " + args.adapter + ": no adapter_config.json");
+        if (!args.adapter.empty()) read_peft_adapter_config(args.adapter);
     }
     std::vector<std::vector<std::string>> complete(const std::vector<std::vector<ChatMessage>>& prompts,
                                                    int n) override {

@@ -100,7 +100,7 @@ void save_peft_adapter(Model& model, const LoraConfig& cfg, const std::string& d
     write_file_atomic((fs::path(dir) / "adapter_config.json").string(), c.dump(2) + "\n");
 }
 
-LoraConfig load_peft_adapter(Model& model, const std::string& dir) {
+LoraConfig read_peft_adapter_config(const std::string& dir) {
     std::string cfg_path = (fs::path(dir) / "adapter_config.json").string();
     std::error_code ec;
     if (!fs::exists(cfg_path, ec)) throw std::runtime_error(dir + ": no adapter_config.json");
@@ -126,6 +126,12 @@ LoraConfig load_peft_adapter(Model& model, const std::string& dir) {
     else if (c.contains("target_modules") && c["target_modules"].is_string())
         cfg.target_modules.push_back(c["target_modules"].get<std::string>());
     cfg.validate();
+    return cfg;
+}
+
+LoraConfig load_peft_adapter(Model& model, const std::string& dir) {
+    const LoraConfig cfg = read_peft_adapter_config(dir);
+    std::error_code ec;
     std::string weights = (fs::path(dir) / "adapter_model.safetensors").string();
     if (!fs::exists(weights, ec)) throw std::runtime_error(dir + ": no adapter_model.safetensors");
     SafetensorsFile f(weights);

@@ -27,6 +27,9 @@ void attach_lora(Model& model, const LoraConfig& cfg, uint64_t seed);
 std::vector<std::pair<std::string, torch::Tensor>> lora_parameters(Model& model);
 // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (atomically).
 void save_peft_adapter(Model& model, const LoraConfig& cfg, const std::string& dir, const std::string& base_model = "");
+// Reads a peft adapter directory's adapter_config.json. Throws naming a missing or invalid file or an
+// unsupported option (DoRA, rsLoRA, biases, modules_to_save).
+LoraConfig read_peft_adapter_config(const std::string& dir);
 // Reads a peft LoRA adapter directory into the model. Throws naming a missing file, an unsupported
 // option (DoRA, rsLoRA, biases, modules_to_save), a tensor of the wrong shape or one for no module.
 LoraConfig load_peft_adapter(Model& model, const std::string& dir);
